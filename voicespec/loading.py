@@ -1,0 +1,53 @@
+"""Loading step LMs from HF-style folders (or hub ids, on machines with network).
+
+A folder holds ``config.json`` + ``model.safetensors``. Our multi-head codec LM is recognised by its
+``model_type``; any other causal LM is decoded in the flat layout recorded in its config under
+``voicespec_layout`` (or passed explicitly, e.g. for a pretrained Orpheus-style checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
+
+from .codec_lm import CodecLM, CodecLMConfig, CodecStepLM
+from .layout import FlatLayout, TokenLayout, layout_from_dict
+from .lm import HFCausalLM, StepLM
+
+LAYOUT_KEY = "voicespec_layout"
+
+
+def attach_layout(model: PreTrainedModel, layout: FlatLayout) -> None:
+    """Record the flat layout in the model's config so ``save_pretrained`` carries it."""
+    setattr(model.config, LAYOUT_KEY, layout.to_dict())
+
+
+def _check_folder(path: str) -> None:
+    p = Path(path)
+    if p.exists() and not (p / "config.json").is_file():
+        raise FileNotFoundError(f"{path}: not a model folder (no config.json)")
+    if not p.exists() and (os.sep in path or path.startswith(".")):
+        raise FileNotFoundError(f"{path}: no such model folder")
+
+
+def load_step_lm(path: str, layout: TokenLayout | dict[str, Any] | None = None, **kw: Any) -> StepLM:
+    """Load a model folder (or hub id) as a step LM ready for the decoder."""
+    _check_folder(path)
+    config = AutoConfig.from_pretrained(path)
+    if isinstance(config, CodecLMConfig):
+        return CodecStepLM(CodecLM.from_pretrained(path, **kw))
+    model = AutoModelForCausalLM.from_pretrained(path, **kw)
+    if isinstance(layout, dict):
+        layout = layout_from_dict(layout)
+    if layout is None:
+        stored = getattr(config, LAYOUT_KEY, None)
+        if stored is None:
+            raise ValueError(f"{path}: config has no {LAYOUT_KEY!r}; pass the token layout explicitly")
+        layout = layout_from_dict(json.loads(stored) if isinstance(stored, str) else stored)
+    if not isinstance(layout, FlatLayout):
+        raise ValueError("a plain causal LM decodes in the flat layout")
+    return HFCausalLM(model, layout)

@@ -1,0 +1,118 @@
+"""Sampling configuration and logit warpers, as pure functions over ``[T, G, V]`` logits.
+
+The verifier needs the target's distribution at every draft position *exactly* as plain decoding
+would compute it at that position, so every warper takes per-position inputs (the legality mask,
+the recent tokens for the repetition penalty) rather than mutable decoding state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the next token is chosen. ``temperature == 0`` means greedy (argmax)."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    repetition_window: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not self.repetition_penalty >= 1:
+            raise ValueError(f"repetition_penalty must be >= 1, got {self.repetition_penalty}")
+        if self.repetition_window < 0:
+            raise ValueError(f"repetition_window must be >= 0, got {self.repetition_window}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def uses_history(self) -> bool:
+        return self.repetition_penalty != 1 and self.repetition_window > 0
+
+
+def recent_tokens(history: torch.Tensor, block: torch.Tensor, window: int) -> torch.Tensor:
+    """Repetition-penalty context ``[T+1, W, G]`` for the positions of a verify block.
+
+    Position ``i`` sees the last ``window`` steps of ``history`` (``[N, G]``, committed generated
+    steps) followed by ``block[:i]`` (``[T, G]``, the drafts). Missing entries are ``-1``.
+    """
+    G = block.shape[1] if block.ndim == 2 else history.shape[1]
+    tail = history[-window:] if window else history[:0]
+    pad = torch.full((window, G), -1, dtype=torch.long)
+    seq = torch.cat([pad, tail, block])  # the last `window` steps before position i end at row i-1
+    start = seq.shape[0] - block.shape[0] - window
+    idx = start + torch.arange(block.shape[0] + 1).unsqueeze(1) + torch.arange(window)
+    return seq[idx]
+
+
+def apply_repetition_penalty(logits: torch.Tensor, recent: torch.Tensor, penalty: float) -> torch.Tensor:
+    """CTRL-style penalty: divide positive / multiply negative logits of recently used ids.
+
+    ``recent`` is ``[T, W, G]``; each codebook group is penalised for its own recent ids.
+    """
+    if penalty == 1 or recent.shape[1] == 0:
+        return logits
+    T, G, V = logits.shape
+    hit = torch.zeros(T, G, V + 1, dtype=torch.bool)
+    idx = torch.where(recent < 0, V, recent).permute(0, 2, 1)  # [T, G, W]
+    hit.scatter_(2, idx, True)
+    hit = hit[..., :V]
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(hit, penalised, logits)
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Keep the smallest set of most likely ids whose probability reaches ``p`` (at least one)."""
+    if p >= 1:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    probs = sorted_logits.softmax(-1)
+    before = probs.cumsum(-1) - probs  # mass strictly above each id
+    drop_sorted = before >= p
+    drop_sorted[..., 0] = False
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def warp(
+    logits: torch.Tensor,
+    mask: torch.Tensor,
+    config: SamplingConfig,
+    recent: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Final logits ``[T, G, V]`` (illegal ids at -inf) in the fixed order mask → repetition
+    penalty → temperature → top-k → top-p. For greedy decoding only mask and penalty apply."""
+    x = logits.float().masked_fill(~mask, float("-inf"))
+    if recent is not None:
+        x = apply_repetition_penalty(x, recent, config.repetition_penalty)
+    if config.greedy:
+        return x
+    x = x / config.temperature
+    x = top_k_filter(x, config.top_k)
+    return top_p_filter(x, config.top_p)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One id per row of ``probs`` (``[..., V]``)."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
