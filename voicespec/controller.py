@@ -116,17 +116,27 @@ class AdaptiveGamma:
         edge = xs[-1] if not hi else xs[0]
         return max(1e-9, known[edge] + slope * (n - edge))
 
+    def _probe(self, limit: int) -> int:
+        """A short draft to (re)measure the drafter: at most ``probe_gamma``, and never a step the
+        current estimates say would break the time cap."""
+        c = self.config
+        g = min(c.probe_gamma, c.gamma_max, limit)
+        if c.time_cap_s is not None and self.draft_cost is not None:
+            while g and step_cost(g, self.draft_cost, self.verify_cost) > c.time_cap_s:
+                g -= 1
+        return g
+
     def choose(self, limit: int) -> int:
         c = self.config
         if self.draft_cost is None:  # measure the drafter once before judging it
-            g = min(c.probe_gamma, limit)
+            g = self._probe(limit)
         else:
             g = best_gamma(self.alphas, self.draft_cost, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s)
             if g == 0:
                 self.off_steps += 1
-                if self.off_steps >= c.probe_every and limit > 0:
+                if self.off_steps >= c.probe_every:
                     self.off_steps = 0
-                    g = min(c.probe_gamma, limit)
+                    g = self._probe(limit)
             else:
                 self.off_steps = 0
         self.history.append(g)
@@ -145,3 +155,10 @@ class AdaptiveGamma:
         for i in range(min(drafted, accepted + 1)):
             hit = 1.0 if i < accepted else 0.0
             self.alphas[i] = (1 - w) * self.alphas[i] + w * hit
+        # Positions beyond the draft were not observed. Drift them (slowly) up towards the deepest
+        # observed rate, so a drafter that keeps being accepted gets tried at a longer γ instead
+        # of being judged forever on the prior.
+        edge = self.alphas[drafted - 1]
+        for i in range(drafted, len(self.alphas)):
+            if self.alphas[i] < edge:
+                self.alphas[i] += w / 2 * (edge - self.alphas[i])

@@ -1,0 +1,111 @@
+"""Sampling: speculative output has exactly the target's distribution (chi-square tests).
+
+Each test draws many seeded samples, compares their empirical distribution with the target's
+exact distribution (enumerated), and requires p > 0.001. A deliberately broken acceptance rule
+(accept every draft) must fail the same test with p < 1e-6, which shows the test can fail.
+Seeds are fixed, so every outcome here is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+import voicespec.decoder as decoder_module
+from helpers import chi_square_pvalue, exact_distribution
+from voicespec.decoder import DecodeConfig, SpecDecoder
+from voicespec.drafters import ModelDrafter, NGramDrafter
+from voicespec.layout import Prompt
+from voicespec.policy import TokenPolicy
+from voicespec.sampling import SamplingConfig
+from voicespec.tiny import tiny_codec_lm, tiny_flat
+from voicespec.verify import Verdict, verify_sampling
+
+SAMPLING = SamplingConfig(temperature=1.3, top_k=3)
+N_SAMPLES = 800
+N_BROKEN = 300  # a wrong rule is far off: fewer samples show it
+
+
+def accept_everything(draft, q, p, generator) -> Verdict:
+    """A wrong rule: keeps every draft token, so the draft's distribution leaks into the output."""
+    from voicespec.sampling import sample
+
+    bonus = sample(p[draft.shape[0]], generator)
+    return Verdict(torch.cat([draft, bonus.unsqueeze(0)]), draft.shape[0], draft.numel())
+
+
+def empirical(target, drafter, prompt, n_steps: int, gamma: int, n: int) -> Counter:
+    counts: Counter = Counter()
+    decoder = SpecDecoder(target, drafter, DecodeConfig(SAMPLING, gamma=gamma, max_steps=n_steps))
+    for seed in range(n):
+        gen = decoder.generate(prompt, DecodeConfig(SAMPLING, gamma=gamma, max_steps=n_steps, seed=seed))
+        gen.run()
+        counts[tuple(tuple(s) for s in gen.generated.tolist())] += 1
+    return counts
+
+
+def sharpened(lm, factor: float = 8.0):
+    """Random tiny models are nearly uniform; scale the output layer so p and q differ clearly."""
+    with torch.no_grad():
+        lm.model.get_output_embeddings().weight.mul_(factor)
+    return lm
+
+
+def flat_case():
+    target = sharpened(tiny_flat(seed=11, n_codebooks=2, codebook_size=4, min_frames=2))
+    draft = sharpened(tiny_flat(seed=12, n_layers=1, n_codebooks=2, codebook_size=4, min_frames=2))
+    a = target.layout.audio_offset
+    # Every audio id appears in the prompt, so the n-gram drafter always finds a match to propose.
+    prompt = target.layout.prompt([5, 6, a, a + 4, a + 1, a + 5, a + 2, a + 6, a + 3, a + 7, a, a + 4])
+    return target, draft, prompt, 3
+
+
+def delay_case():
+    target = sharpened(tiny_codec_lm(seed=13, n_codebooks=2, codebook_size=4, min_frames=3))
+    draft = sharpened(tiny_codec_lm(seed=14, n_layers=1, n_codebooks=2, codebook_size=4, min_frames=3))
+    layout = target.layout
+    pad, bos = layout.pad_id, layout.bos_id
+    # An audio prompt (continuation) that holds every first-step token after a BOS step, so the
+    # n-gram drafter has something to propose from the very first step.
+    audio = [[bos, bos], [0, pad], [1, 2], [1, pad], [3, 0], [2, pad], [0, 1], [3, pad], [2, 2], [bos, bos]]
+    prompt = Prompt(torch.tensor([1, 2, 3]), torch.tensor(audio))
+    return target, draft, prompt, 2
+
+
+CASES = {"flat": flat_case, "delay": delay_case}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("drafter_name", ["draft-model", "ngram"])
+def test_speculative_sampling_matches_target_distribution(case, drafter_name, monkeypatch):
+    target, draft, prompt, n_steps = CASES[case]()
+    drafter = ModelDrafter(draft) if drafter_name == "draft-model" else NGramDrafter(max_n=2)
+    exact = exact_distribution(target, prompt, TokenPolicy(target.layout, SAMPLING), n_steps)
+    assert abs(sum(exact.values()) - 1) < 1e-5
+    counts = empirical(target, drafter, prompt, n_steps, gamma=2, n=N_SAMPLES)
+    assert set(counts) <= set(exact), "produced a sequence the target gives probability zero"
+    assert chi_square_pvalue(counts, exact) > 1e-3
+
+    monkeypatch.setattr(decoder_module, "verify_sampling", accept_everything)
+    broken = empirical(target, drafter, prompt, n_steps, gamma=2, n=N_BROKEN)
+    assert chi_square_pvalue(broken, exact) < 1e-6
+
+
+def test_verify_sampling_unit_distribution():
+    """The rule itself on synthetic p and q (one step, G=2, γ=1): output ~ p exactly, over the
+    first step *and* jointly with the bonus step."""
+    g = torch.Generator().manual_seed(0)
+    V, G = 4, 2
+    p = torch.tensor([[[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]], [[0.25] * 4, [0.5, 0.5, 0.0, 0.0]]])
+    q = torch.tensor([[[0.4, 0.3, 0.2, 0.1], [0.1, 0.1, 0.1, 0.7]]])
+    n = 20000
+    counts: Counter = Counter()
+    for _ in range(n):
+        draft = torch.multinomial(q[0], 1, generator=g).T  # [1, G]
+        verdict = verify_sampling(draft, q, p, g)
+        counts[tuple(verdict.steps[0].tolist())] += 1
+    exact = {(a, b): float(p[0, 0, a] * p[0, 1, b]) for a in range(V) for b in range(V)}
+    assert chi_square_pvalue(counts, exact) > 1e-3
