@@ -88,9 +88,6 @@ class CodecLM(PreTrainedModel):
         self.text_embed = nn.Embedding(config.text_vocab_size, config.hidden_size)
         self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
         self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
-        self.register_buffer(
-            "code_offsets", torch.arange(self.n_codebooks) * self.head_vocab, persistent=False
-        )
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -104,7 +101,10 @@ class CodecLM(PreTrainedModel):
                 raise ValueError(f"text ids must lie in [0, {self.config.text_vocab_size})")
             parts.append(self.text_embed(text_ids))
         if codes is not None and codes.shape[1]:
-            parts.append(self.code_embed(codes + self.code_offsets).sum(2))
+            # Offsets computed here, not kept as a buffer: from_pretrained does not restore
+            # non-persistent buffers it builds on the meta device.
+            offsets = torch.arange(self.n_codebooks, device=codes.device) * self.head_vocab
+            parts.append(self.code_embed(codes + offsets).sum(2))
         return torch.cat(parts, dim=1)
 
     def forward(

@@ -23,6 +23,10 @@ from .stats import DecodeStats
 from .verify import Verdict, verify_greedy, verify_sampling
 
 
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 @dataclass(frozen=True)
 class DecodeConfig:
     """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller."""
@@ -34,10 +38,10 @@ class DecodeConfig:
     controller: ControllerConfig = field(default_factory=ControllerConfig)
 
     def __post_init__(self) -> None:
-        if self.gamma != "auto" and not (isinstance(self.gamma, int) and self.gamma >= 0):
+        if self.gamma != "auto" and not (_is_int(self.gamma) and self.gamma >= 0):
             raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {self.gamma!r}")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if not (_is_int(self.max_steps) and self.max_steps >= 1):
+            raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
 
     def make_controller(self) -> Controller:
         return AdaptiveGamma(self.controller) if self.gamma == "auto" else FixedGamma(int(self.gamma))

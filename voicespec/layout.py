@@ -38,10 +38,15 @@ class Prompt:
     steps: torch.Tensor
 
 
-def _check_prompt_ids(ids: Any, name: str) -> torch.Tensor:
-    ids = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
+def _check_prompt_ids(ids: Any, name: str, vocab_size: int | None = None) -> torch.Tensor:
+    ids = torch.as_tensor(ids)
     if ids.numel() == 0:
         raise ValueError(f"empty prompt: {name} must contain at least one token id")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise ValueError(f"{name} must be integer token ids, got {ids.dtype}")
+    ids = ids.to(torch.long).reshape(-1)
+    if vocab_size is not None and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{name} must lie in [0, {vocab_size}) (the vocabulary), got {ids.tolist()[:8]}")
     return ids
 
 
@@ -82,7 +87,7 @@ class FlatLayout:
         return LayoutState()
 
     def prompt(self, text_ids: Any) -> Prompt:
-        ids = _check_prompt_ids(text_ids, "text_ids")
+        ids = _check_prompt_ids(text_ids, "text_ids", self.vocab_size)
         steps = torch.cat([ids, torch.tensor([self.start_id])]).unsqueeze(1)
         return Prompt(text=torch.empty(0, dtype=torch.long), steps=steps)
 

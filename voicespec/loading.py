@@ -27,10 +27,15 @@ def attach_layout(model: PreTrainedModel, layout: FlatLayout) -> None:
 
 
 def _check_folder(path: str) -> None:
+    """Local folders must exist and hold a config; anything shaped like ``org/name`` (or
+    ``name``) that is not a local path is left to ``from_pretrained`` as a hub id."""
     p = Path(path)
-    if p.exists() and not (p / "config.json").is_file():
-        raise FileNotFoundError(f"{path}: not a model folder (no config.json)")
-    if not p.exists() and (os.sep in path or path.startswith(".")):
+    if p.exists():
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"{path}: not a model folder (no config.json)")
+        return
+    looks_local = p.is_absolute() or path.startswith((".", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
+    if looks_local:
         raise FileNotFoundError(f"{path}: no such model folder")
 
 

@@ -23,8 +23,8 @@ class SamplingConfig:
     repetition_window: int = 0
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature < float("inf"):
+            raise ValueError(f"temperature must be >= 0 and finite, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
         if not 0 < self.top_p <= 1:

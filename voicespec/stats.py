@@ -6,6 +6,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+_ADDITIVE = ("generated_steps", "frames", "target_passes", "drafted", "accepted", "drafted_tokens",
+             "accepted_tokens", "prefill_s", "draft_s", "verify_s", "total_s")
+
+
 @dataclass
 class DecodeStats:
     """What one request cost and how well drafting worked.
@@ -58,6 +62,19 @@ class DecodeStats:
         for i in range(drafted):
             self.per_position_drafted[i] += 1
             self.per_position_accepted[i] += i < accepted
+
+    def merge(self, other: DecodeStats) -> None:
+        """Add another request's counts and times (e.g. the next sentence of one utterance)."""
+        for name in _ADDITIVE:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for i, (d, a) in enumerate(zip(other.per_position_drafted, other.per_position_accepted)):
+            if i == len(self.per_position_drafted):
+                self.per_position_drafted.append(0)
+                self.per_position_accepted.append(0)
+            self.per_position_drafted[i] += d
+            self.per_position_accepted[i] += a
+        self.gammas += other.gammas
+        self.finish_reason = other.finish_reason
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -8,21 +8,27 @@ so the pair agrees often enough to exercise long accepted runs.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from .codec import Codec, CodecConfig
 from .codec_lm import CodecLM, CodecLMConfig, CodecStepLM
 from .layout import FlatLayout
 from .lm import HFCausalLM
 from .loading import attach_layout
+from .text import CharTokenizer
+from .voice import Voice, VoiceConfig
 
 TEXT_VOCAB = 32
 
 
-def tiny_flat_layout(n_codebooks: int = 2, codebook_size: int = 8, min_frames: int = 0) -> FlatLayout:
-    """ids: 0 start-of-audio, 1 EOS, 2 PAD, 3..3+TEXT_VOCAB text, then the audio codes."""
-    offset = 3 + TEXT_VOCAB
+def tiny_flat_layout(
+    n_codebooks: int = 2, codebook_size: int = 8, min_frames: int = 0, text_vocab: int = TEXT_VOCAB
+) -> FlatLayout:
+    """ids: 0 start-of-audio, 1 EOS, 2 PAD, 3..3+text_vocab text, then the audio codes."""
+    offset = 3 + text_vocab
     return FlatLayout(
         n_codebooks, codebook_size, audio_offset=offset, vocab_size=offset + n_codebooks * codebook_size,
         start_id=0, eos_id=1, pad_id=2, min_frames=min_frames,
@@ -42,7 +48,7 @@ def truncated_copy(model: torch.nn.Module, n_layers: int, layers_attr: str) -> t
     return small
 
 
-def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.float32, **layout_kw) -> HFCausalLM:
+def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.float32, **layout_kw: int) -> HFCausalLM:
     layout = tiny_flat_layout(**layout_kw)
     config = LlamaConfig(
         vocab_size=layout.vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
@@ -58,10 +64,10 @@ def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.fl
 
 def tiny_codec_lm(
     seed: int = 0, n_layers: int = 2, hidden: int = 64, n_codebooks: int = 3, codebook_size: int = 8,
-    delays: list[int] | None = None, min_frames: int = 0, dtype=torch.float32,
+    delays: list[int] | None = None, min_frames: int = 0, dtype=torch.float32, text_vocab: int = TEXT_VOCAB,
 ) -> CodecStepLM:
     config = CodecLMConfig(
-        text_vocab_size=TEXT_VOCAB, n_codebooks=n_codebooks, codebook_size=codebook_size, delays=delays,
+        text_vocab_size=text_vocab, n_codebooks=n_codebooks, codebook_size=codebook_size, delays=delays,
         min_frames=min_frames,
         hidden_size=hidden, num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=2 * hidden, max_position_embeddings=2048,
@@ -78,3 +84,35 @@ def flat_draft(target: HFCausalLM, n_layers: int = 1) -> HFCausalLM:
 
 def codec_draft(target: CodecStepLM, n_layers: int = 1) -> CodecStepLM:
     return CodecStepLM(truncated_copy(target.model, n_layers, "backbone.layers"))
+
+
+TINY_CODEC = CodecConfig(
+    n_filters=8, ratios=(8, 6, 5, 2), dimension=32, lstm=0, pad_mode="constant", n_q=4, n_codebooks=4, codebook_size=64
+)
+
+
+def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> Path:
+    """Write a complete random-weight voice folder (codec, target, a draft model): 24 kHz, 50 Hz,
+    4 codebooks of 64. It babbles, but every stage from text to PCM runs for real."""
+    out = Path(out)
+    tokenizer = CharTokenizer()
+    codec = Codec.random(TINY_CODEC, seed=seed)
+    K, C = TINY_CODEC.n_codebooks, TINY_CODEC.codebook_size
+    if layout == "flat":
+        target = tiny_flat(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size)
+        draft, text_offset = flat_draft(target), 3
+    elif layout == "delay":
+        target = tiny_codec_lm(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size)
+        draft, text_offset = codec_draft(target), 0
+    else:
+        raise ValueError(f"unknown layout {layout!r} (flat or delay)")
+    codec.save(out / "codec")
+    target.model.save_pretrained(out / "target")
+    draft.model.save_pretrained(out / "drafters" / "draft-model")
+    config = VoiceConfig(
+        name=f"tiny-{layout}", tokenizer=tokenizer.to_dict(), text_offset=text_offset,
+        sampling={"temperature": 0.8, "top_k": 20}, max_frames_per_char=4, min_max_frames=40,
+        info={"weights": "random (seed %d); for tests and smoke runs, not speech" % seed},
+    )
+    Voice.write_config(out, config)
+    return out

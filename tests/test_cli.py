@@ -1,0 +1,118 @@
+"""The command line, run for real: subprocesses, real files, a real SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+
+def voicespec(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "voicespec.cli", *args], capture_output=True, text=True, env=ENV, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"voicespec {args} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def test_say_writes_audio_and_prints_one_summary_line(tiny_voice_dir, tmp_path):
+    out, dump = tmp_path / "a.flac", tmp_path / "tokens.json"
+    proc = voicespec("say", "Good morning. It is 7:30.", "-o", str(out), "--model", str(tiny_voice_dir),
+                     "--sample-rate", "16000", "--seed", "3", "--dump-tokens", str(dump), "--gamma", "2")
+    line = proc.stdout.strip()
+    assert "\n" not in line and "RTF" in line and "acceptance" in line and "mean accepted length" in line
+    info = sf.info(str(out))
+    assert info.samplerate == 16000 and info.frames > 0
+    tokens = json.loads(dump.read_text())
+    assert tokens["sentences"] == ["good morning.", "it is seven thirty."]
+    assert len(tokens["frames"]) == 2 and len(tokens["frames"][0]) == 4
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["say", "hi", "-o", "x.mp3"], "unsupported extension"),
+        (["say", "", "-o", "x.wav"], "empty"),
+        (["say", "hi", "-o", "x.wav", "--gamma", "-1"], "gamma must be >= 0"),
+        (["say", "hi", "-o", "x.wav", "--temperature", "-2"], "temperature"),
+        (["say", "hi", "-o", "x.wav", "--drafter", "magic"], "unknown drafter"),
+        (["say", "hi", "-o", "x.wav", "--sample-rate", "44100"], "sample_rate"),
+        (["say", "hi", "-o", "x.wav", "--model", "/nonexistent/voice"], "unknown voice"),
+        (["synth", "/nonexistent.txt", "-o", "out"], "no such input file"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_status_2(tiny_voice_dir, tmp_path, args, fragment):
+    if "--model" not in args and args[0] in ("say", "synth"):
+        args = [*args, "--model", str(tiny_voice_dir)]
+    proc = voicespec(*args, check=False, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("voicespec: error:") and fragment in lines[0], proc.stderr
+
+
+def _wavs(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.wav"))}
+
+
+LINES = [
+    {"id": "a", "text": "The quick brown fox."},
+    {"id": "b", "text": "Jumps over the lazy dog!", "seed": 5},
+    {"id": "c", "text": "   "},  # nothing to say: a failure that must not stop the run
+    "this line is not json",
+    {"id": "d", "text": "Numbers like 42 and 1999.", "temperature": 0.5},
+    {"id": "e", "text": "Bad option.", "top_p": 7},
+    {"id": "f", "text": "Almost done now."},
+    {"id": "g", "text": "The very last one."},
+]
+
+
+def write_input(path: Path) -> None:
+    path.write_text("".join((json.dumps(x) if isinstance(x, dict) else x) + "\n" for x in LINES))
+
+
+@pytest.mark.slow
+def test_synth_survives_sigkill_and_resumes_identically(tiny_voice_dir, tmp_path):
+    src = tmp_path / "in.jsonl"
+    write_input(src)
+    common = ["--model", str(tiny_voice_dir), "--seed", "11"]
+
+    reference = tmp_path / "reference"
+    proc = voicespec("synth", str(src), "-o", str(reference), *common, check=False)
+    assert proc.returncode == 1  # some lines fail on purpose
+    summary = json.loads((reference / "summary.json").read_text())
+    assert (summary["ok"], summary["failed"]) == (5, 3)
+    assert {f.get("id") for f in summary["failures"]} == {"c", "e", None}
+    expected = _wavs(reference)
+    assert sorted(expected) == ["a.wav", "b.wav", "d.wav", "f.wav", "g.wav"]
+
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "voicespec.cli", "synth", str(src), "-o", str(killed), *common]
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (killed / "b.wav").exists():
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    partial = _wavs(killed)
+    assert "b.wav" in partial and len(partial) < len(expected), "the kill should land mid-run"
+    for name, data in partial.items():  # whatever exists is complete
+        assert data == expected[name]
+    assert not list(killed.glob("*.part")) or all(p.name.startswith(".") for p in killed.glob("*.part"))
+
+    proc = voicespec("synth", str(src), "-o", str(killed), *common, "--resume", check=False)
+    assert proc.returncode == 1
+    assert _wavs(killed) == expected
+    resumed = json.loads((killed / "summary.json").read_text())
+    assert resumed["skipped"] == len(partial) and resumed["ok"] == len(expected) - len(partial)
+    for p in killed.glob("*.wav"):
+        info = sf.info(str(p))
+        assert info.frames > 0 and info.samplerate == 24000

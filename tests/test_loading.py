@@ -1,0 +1,187 @@
+"""Save/load round trips through HF-style folders (no network)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel
+
+from voicespec.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
+from voicespec.decoder import DecodeConfig, SpecDecoder
+from voicespec.drafters import ModelDrafter, NGramDrafter, make_drafter
+from voicespec.layout import DelayLayout, FlatLayout
+from voicespec.lm import HFCausalLM
+from voicespec.loading import LAYOUT_KEY, load_step_lm
+from voicespec.sampling import SamplingConfig
+from voicespec.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
+
+GREEDY = SamplingConfig(temperature=0)
+MAX_STEPS = 24
+
+
+def decode(target, prompt, drafter=None, gamma=0, sampling=GREEDY, seed=None):
+    gen = SpecDecoder(target, drafter, DecodeConfig(sampling, gamma=gamma, max_steps=MAX_STEPS, seed=seed))
+    g = gen.generate(prompt)
+    frames = g.run()
+    return g.generated.clone(), frames
+
+
+def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+
+
+@pytest.fixture(scope="module")
+def flat_pair(tmp_path_factory):
+    target = tiny_flat(seed=1, min_frames=3)
+    path = tmp_path_factory.mktemp("flat")
+    target.model.save_pretrained(path)
+    return target, str(path)
+
+
+@pytest.fixture(scope="module")
+def codec_pair(tmp_path_factory):
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, delays=[0, 1, 2], min_frames=4)
+    path = tmp_path_factory.mktemp("codec")
+    target.model.save_pretrained(path)
+    return target, str(path)
+
+
+def test_flat_folder_carries_the_layout(flat_pair):
+    target, path = flat_pair
+    with open(f"{path}/config.json") as f:
+        stored = json.load(f)[LAYOUT_KEY]
+    assert stored == target.layout.to_dict()
+
+
+def test_flat_round_trip(flat_pair):
+    target, path = flat_pair
+    loaded = load_step_lm(path)
+    assert isinstance(loaded, HFCausalLM)
+    assert isinstance(loaded.layout, FlatLayout)
+    assert loaded.layout == target.layout
+    assert_same_weights(loaded.model, target.model)
+    prompt = target.layout.prompt([3, 4, 5, 6])
+    for drafter, gamma in ((None, 0), (NGramDrafter(), 3)):
+        want, want_frames = decode(target, prompt, drafter, gamma)
+        got, got_frames = decode(loaded, prompt, drafter, gamma)
+        assert torch.equal(got, want), f"γ={gamma}"
+        assert torch.equal(got_frames, want_frames)
+    # and speculation over the loaded model equals plain decoding of it
+    assert torch.equal(decode(loaded, prompt, NGramDrafter(), 3)[0], decode(loaded, prompt)[0])
+
+
+def test_flat_round_trip_sampling_is_seed_identical(flat_pair):
+    target, path = flat_pair
+    loaded = load_step_lm(path)
+    prompt = target.layout.prompt([7, 8])
+    sampling = SamplingConfig(temperature=1.0, top_k=4)
+    want, _ = decode(target, prompt, NGramDrafter(), 3, sampling, seed=11)
+    got, _ = decode(loaded, prompt, NGramDrafter(), 3, sampling, seed=11)
+    assert torch.equal(got, want)
+
+
+def test_loaded_codec_lm_embeds_codes_like_the_original(codec_pair):
+    """Regression: transformers 5.x re-creates non-persistent buffers with ``torch.empty_like`` in
+    ``from_pretrained``, so per-codebook embedding offsets kept in such a buffer came back as
+    uninitialised memory (IndexError, or silently wrong embeddings)."""
+    target, path = codec_pair
+    layout = target.layout
+    codes = torch.arange(2 * layout.n_codebooks).reshape(1, 2, layout.n_codebooks) % layout.vocab_size
+    codes[0, 1] = layout.pad_id
+    want = target.model.embed(None, codes)
+    for model in (load_step_lm(path).model, AutoModel.from_pretrained(path)):
+        torch.testing.assert_close(model.embed(None, codes), want, rtol=0, atol=0)
+
+
+def test_codec_round_trip(codec_pair):
+    target, path = codec_pair
+    loaded = load_step_lm(path)
+    assert isinstance(loaded, CodecStepLM)
+    assert isinstance(loaded.layout, DelayLayout)
+    assert loaded.layout == target.layout
+    assert loaded.layout.delays == (0, 1, 2) and loaded.layout.min_frames == 4
+    assert_same_weights(loaded.model, target.model)
+    prompt = target.layout.prompt([1, 2, 3])
+    for drafter, gamma in ((None, 0), (NGramDrafter(), 3)):
+        want, want_frames = decode(target, prompt, drafter, gamma)
+        got, got_frames = decode(loaded, prompt, drafter, gamma)
+        assert torch.equal(got, want), f"γ={gamma}"
+        assert torch.equal(got_frames, want_frames)
+
+
+def test_codec_folder_loads_as_a_codec_lm_through_the_auto_classes(codec_pair):
+    target, path = codec_pair
+    config = AutoConfig.from_pretrained(path)
+    assert isinstance(config, CodecLMConfig)
+    assert config.layout == target.layout
+    model = AutoModel.from_pretrained(path)
+    assert isinstance(model, CodecLM)
+    assert_same_weights(model, target.model)  # the state dict: persistent tensors only
+    assert isinstance(load_step_lm(path), CodecStepLM)
+
+
+def test_codec_folder_decodes_through_the_auto_classes(codec_pair):
+    target, path = codec_pair
+    model = AutoModel.from_pretrained(path)
+    prompt = target.layout.prompt([1, 2, 3])
+    want, _ = decode(target, prompt)
+    got, _ = decode(CodecStepLM(model), prompt)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("kind", ["flat", "codec"])
+def test_model_drafter_from_a_loaded_folder(kind, flat_pair, codec_pair, tmp_path):
+    target, _ = flat_pair if kind == "flat" else codec_pair
+    draft = flat_draft(target) if kind == "flat" else codec_draft(target)
+    draft.model.save_pretrained(tmp_path)
+    drafter = make_drafter("draft-model", str(tmp_path))
+    assert isinstance(drafter, ModelDrafter)
+    assert drafter.layout == target.layout
+    assert drafter.lm.model.config.num_hidden_layers == 1
+    prompt = target.layout.prompt([3, 4, 5] if kind == "flat" else [1, 2, 3])
+    plain, plain_frames = decode(target, prompt)
+    gen = SpecDecoder(target, drafter, DecodeConfig(GREEDY, gamma=3, max_steps=MAX_STEPS)).generate(prompt)
+    frames = gen.run()
+    assert torch.equal(gen.generated, plain)
+    assert torch.equal(frames, plain_frames)
+    assert gen.stats.drafted > 0 and gen.stats.accepted > 0  # the loaded drafter really drafted
+    # the loaded drafter behaves like the in-memory one
+    same = SpecDecoder(target, ModelDrafter(draft), DecodeConfig(GREEDY, gamma=3, max_steps=MAX_STEPS)).generate(prompt)
+    same.run()
+    assert same.stats.accepted == gen.stats.accepted and same.stats.drafted == gen.stats.drafted
+
+
+@pytest.fixture(scope="module")
+def bare_flat(tmp_path_factory):
+    """A plain Llama folder with no stored layout (like a third-party checkpoint)."""
+    target = tiny_flat(seed=2, min_frames=2)
+    delattr(target.model.config, LAYOUT_KEY)
+    path = tmp_path_factory.mktemp("bare")
+    target.model.save_pretrained(path)
+    with open(path / "config.json") as f:
+        assert LAYOUT_KEY not in json.load(f)
+    return target, str(path)
+
+
+@pytest.mark.parametrize("as_dict", [True, False])
+def test_explicit_layout_override(bare_flat, as_dict):
+    target, path = bare_flat
+    layout = target.layout.to_dict() if as_dict else target.layout
+    loaded = load_step_lm(path, layout=layout)
+    assert isinstance(loaded, HFCausalLM) and loaded.layout == target.layout
+    prompt = target.layout.prompt([5, 6, 7])
+    want, _ = decode(target, prompt, NGramDrafter(), 3)
+    got, _ = decode(loaded, prompt, NGramDrafter(), 3)
+    assert torch.equal(got, want)
+
+
+def test_explicit_layout_overrides_a_stored_one(flat_pair):
+    target, path = flat_pair
+    other = FlatLayout(**{**{k: v for k, v in target.layout.to_dict().items() if k != "kind"}, "min_frames": 9})
+    loaded = load_step_lm(path, layout=other.to_dict())
+    assert loaded.layout == other != target.layout

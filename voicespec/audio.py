@@ -1,0 +1,110 @@
+"""Audio plumbing: streaming resampling, PCM encodings, atomic file writes."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import torch
+import torchaudio.transforms as T
+
+ENCODINGS = ("f32le", "pcm_s16le")
+FILE_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16")}
+
+
+def to_encoding(pcm: torch.Tensor, encoding: str) -> bytes:
+    """Float PCM in [-1, 1] to little-endian bytes (clipped for 16-bit)."""
+    x = np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32, copy=False))
+    if encoding == "f32le":
+        return x.astype("<f4").tobytes()
+    if encoding == "pcm_s16le":
+        return (np.clip(x, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+    raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
+
+
+class StreamingResampler:
+    """Resamples a stream chunk by chunk with the same result as resampling it whole.
+
+    torchaudio's windowed-sinc resampler looks ``width`` input samples both ways, so each block is
+    resampled with that much context on either side and only the middle is kept; the right context
+    is why up to one block of input is held back until the next chunk or ``flush``.
+    """
+
+    def __init__(self, orig_freq: int, new_freq: int, lowpass_filter_width: int = 6) -> None:
+        g = math.gcd(orig_freq, new_freq)
+        self.orig, self.new = orig_freq // g, new_freq // g
+        self.identity = self.orig == self.new
+        self._resample = T.Resample(self.orig, self.new, lowpass_filter_width=lowpass_filter_width)  # kernel built once
+        # Input samples each output sample looks at on either side, rounded up to whole periods.
+        half = math.ceil(lowpass_filter_width * self.orig / min(self.orig, self.new)) + 1
+        self.pad = math.ceil(half / self.orig) * self.orig
+        self.reset()
+
+    def reset(self) -> None:
+        self._buf = torch.zeros(self.pad)  # left context: silence before the stream, as whole-signal resampling pads
+        self._consumed = 0  # input samples of _buf already turned into output (after the left context)
+
+    def _run(self, x: torch.Tensor) -> torch.Tensor:
+        return self._resample(x)
+
+    def push(self, pcm: torch.Tensor) -> torch.Tensor:
+        if self.identity:
+            return pcm
+        self._buf = torch.cat([self._buf, pcm.float()])
+        ready = (self._buf.shape[0] - 2 * self.pad) // self.orig * self.orig  # whole periods with right context
+        if ready <= 0:
+            return torch.zeros(0)
+        out = self._run(self._buf[: self.pad + ready + self.pad])
+        a = self.pad * self.new // self.orig
+        keep = out[a : a + ready * self.new // self.orig]
+        self._buf = self._buf[ready:]
+        return keep
+
+    def flush(self) -> torch.Tensor:
+        """The rest of the stream (its end padded with silence, as whole-signal resampling does)."""
+        if self.identity:
+            return torch.zeros(0)
+        n = self._buf.shape[0] - self.pad
+        if n <= 0:
+            self.reset()
+            return torch.zeros(0)
+        total = math.ceil(n * self.new / self.orig)
+        out = self._run(torch.cat([self._buf, torch.zeros(self.pad + self.orig)]))
+        a = self.pad * self.new // self.orig
+        self.reset()
+        return out[a : a + total]
+
+
+def check_audio_path(path: str | Path) -> tuple[str, str]:
+    """The (format, subtype) for a WAV/FLAC path; a clear error for anything else."""
+    fmt = FILE_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"{path}: unsupported extension (use {', '.join(FILE_FORMATS)})")
+    return fmt
+
+
+def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> None:
+    """Write WAV/FLAC (by extension) so the file either exists complete or not at all:
+    write a temporary file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    fmt = check_audio_path(path)
+    data = pcm.detach().cpu().numpy() if isinstance(pcm, torch.Tensor) else np.asarray(pcm)
+    data = np.clip(data.astype(np.float32), -1.0, 1.0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would survive the rename
+    try:
+        with os.fdopen(fd, "wb") as f:
+            sf.write(f, data, sample_rate, format=fmt[0], subtype=fmt[1])
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

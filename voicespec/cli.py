@@ -1,0 +1,230 @@
+"""The ``voicespec`` command line. Bad arguments give one ``voicespec: error: ...`` line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .decoder import DecodeConfig, SpecDecoder
+from .drafters import DRAFTERS, make_drafter
+from .sampling import SamplingConfig
+from .synthesis import SynthesisOptions
+
+
+class CliError(Exception):
+    """A user error: reported as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + traceback
+        raise CliError(message)
+
+
+def gamma_arg(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        g = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"gamma must be an integer >= 0 or 'auto', got {value!r}") from None
+    if g < 0:
+        raise argparse.ArgumentTypeError(f"gamma must be >= 0, got {g}")
+    return g
+
+
+def ids_arg(value: str) -> list[int]:
+    try:
+        return [int(x) for x in value.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integer ids, got {value!r}") from None
+
+
+def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto") -> None:
+    p.add_argument("--gamma", type=gamma_arg, default=gamma_default, help=f"draft length per step, or 'auto' (default {gamma_default})")
+    p.add_argument("--no-spec", action="store_true", help="plain decoding (same as --gamma 0)")
+    p.add_argument("--temperature", type=float, default=0.8, help="0 means greedy")
+    p.add_argument("--top-k", type=int, default=20)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--repetition-window", type=int, default=0, help="steps the penalty looks back")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=2000)
+
+
+def add_voice_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    p.add_argument("--drafter", help="none, ngram or a draft model shipped with the voice (default: the voice's)")
+    p.add_argument("--sample-rate", type=int, help="output rate: 8000, 16000, 22050, 24000 or 48000 (default: the codec's)")
+
+
+def decode_config(args: argparse.Namespace) -> DecodeConfig:
+    sampling = SamplingConfig(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty, repetition_window=args.repetition_window,
+    )
+    gamma = 0 if args.no_spec else args.gamma
+    return DecodeConfig(sampling=sampling, gamma=gamma, max_steps=args.max_steps, seed=args.seed)
+
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+
+
+def load_voice(spec: str | None):
+    from .voice import Voice, resolve_voice
+
+    return Voice.load(resolve_voice(spec, MODELS_DIR))
+
+
+def synthesis_options(args: argparse.Namespace) -> SynthesisOptions:
+    drafter = "none" if args.no_spec else args.drafter
+    return SynthesisOptions(decode=decode_config(args), drafter=drafter, sample_rate=args.sample_rate)
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    from .audio import check_audio_path, write_audio_atomic
+    from .synthesis import Synthesizer
+
+    check_audio_path(args.output)
+    voice = load_voice(args.model)
+    stream = Synthesizer(voice).stream(args.text, synthesis_options(args))
+    chunks = [chunk.pcm for chunk in stream]
+    pcm = torch.cat(chunks) if chunks else torch.zeros(0)
+    write_audio_atomic(args.output, pcm, stream.stats.sample_rate)
+    if args.dump_tokens:
+        frames = [f.tolist() for f in stream.frames]
+        Path(args.dump_tokens).write_text(json.dumps({"sentences": [s for s, _ in stream.sentences], "frames": frames}))
+    print(stream.stats.summary())
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from .batch import BatchConfig, read_items, run_batch
+    from .synthesis import Synthesizer
+
+    src = Path(args.input)
+    if not src.is_file():
+        raise FileNotFoundError(f"{src}: no such input file")
+    voices: dict[str | None, Synthesizer] = {}
+
+    def synthesizer_for(name: str | None) -> Synthesizer:
+        key = name or args.model
+        if key not in voices:
+            voices[key] = Synthesizer(load_voice(key))
+        return voices[key]
+
+    synthesizer_for(None)  # the default voice must load, or nothing can be done
+    config = BatchConfig(Path(args.output), synthesis_options(args), args.format, args.resume)
+    summary = run_batch(read_items(src), config, synthesizer_for)
+    print(
+        f"{summary['ok']} written, {summary['skipped']} skipped, {summary['failed']} failed; "
+        f"audio {summary['audio_s']:.1f}s in {summary['wall_s']:.1f}s; summary: {Path(args.output) / 'summary.json'}"
+    )
+    return 1 if summary["failed"] else 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .loading import load_step_lm
+
+    config = decode_config(args)
+    target = load_step_lm(args.model)
+    drafter = None if args.no_spec else make_drafter(args.drafter, args.draft_model)
+    gen = SpecDecoder(target, drafter, config).generate(target.layout.prompt(args.text_ids))
+    frames = gen.run()
+    s = gen.stats
+    if args.dump_tokens:
+        Path(args.dump_tokens).write_text(json.dumps({"frames": frames.tolist(), "stats": s.to_dict()}))
+    print(
+        f"frames {frames.shape[1]}  steps {s.generated_steps}  target passes {s.target_passes}  "
+        f"wall {s.total_s:.3f}s  acceptance {s.acceptance_rate:.2f}  "
+        f"mean accepted length {s.mean_accepted_length:.2f}  finish {s.finish_reason}"
+    )
+    return 0
+
+
+def cmd_tiny(args: argparse.Namespace) -> int:
+    """Write a tiny random-weight voice (codec + target + draft model) for trying every command."""
+    from .tiny import build_tiny_voice
+
+    out = build_tiny_voice(args.out, args.layout, args.seed)
+    print(f"wrote voice folder {out} ({args.layout} layout, random weights: it babbles)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(quick=args.quick)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="voicespec", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    p = sub.add_parser("demo", help="plain vs speculative decoding on tiny built-in models, checked token for token")
+    p.add_argument("--quick", action="store_true", help="fewer prompts")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("say", help="synthesize one text to a WAV/FLAC file")
+    p.add_argument("text")
+    p.add_argument("-o", "--output", required=True, help="output .wav or .flac")
+    add_voice_args(p)
+    p.add_argument("--dump-tokens", help="write the generated code frames as JSON here")
+    add_decoding_args(p)
+    p.set_defaults(func=cmd_say)
+
+    p = sub.add_parser("synth", help="batch: a text file (one utterance per line) or JSONL to audio files")
+    p.add_argument("input", help="text file, or .jsonl with id, text[, voice, seed, temperature, top_k, ...]")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--format", choices=["wav", "flac"], default="wav")
+    p.add_argument("--resume", action="store_true", help="skip ids whose output file already exists")
+    add_voice_args(p)
+    add_decoding_args(p, gamma_default=4)
+    p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("generate", help="engine only: decode codec frames from an LM folder and prompt ids")
+    p.add_argument("--model", required=True, help="LM folder (config.json + model.safetensors)")
+    p.add_argument("--text-ids", type=ids_arg, required=True, help="prompt token ids, e.g. 3,4,5")
+    p.add_argument("--drafter", default="ngram", help=f"one of: {', '.join(DRAFTERS)} (default ngram)")
+    p.add_argument("--draft-model", help="LM folder for --drafter draft-model")
+    p.add_argument("--dump-tokens", help="write the frames and stats as JSON here")
+    add_decoding_args(p)
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
+    p.add_argument("--layout", choices=["flat", "delay"], default="delay")
+    p.add_argument("--out", required=True, help="voice folder to write")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_tiny)
+    return parser
+
+
+def quiet_libraries() -> None:
+    """Library chatter (weight-norm deprecation, weight-loading bars) is not for CLI users."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    quiet_libraries()
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except (CliError, ValueError, FileNotFoundError, OSError) as e:
+        print(f"voicespec: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

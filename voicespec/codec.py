@@ -1,0 +1,188 @@
+"""The audio codec: ``encode(pcm) -> codes [K, T]`` and ``decode(codes) -> pcm`` over ``encodec``.
+
+Two ways to get one: the pretrained EnCodec 24 kHz exactly as the ``encodec`` package fetches it
+(needs network; never used in tests or CI), or a local folder (``config.json`` +
+``model.safetensors``) holding a model built from ``encodec``'s own modules with other sizes — the
+kind our default voice ships. ``Codec.random`` builds either architecture with random weights.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from encodec import EncodecModel
+from encodec import modules as em
+from encodec import quantization as eq
+from safetensors.torch import load_file, save_file
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+CODEC_TYPE = "voicespec_encodec"
+
+
+@dataclass(frozen=True)
+class CodecConfig:
+    """Architecture of an EnCodec-style codec. Defaults are the pretrained 24 kHz model's.
+
+    ``n_q``: codebooks the quantizer holds; ``n_codebooks``: how many of them the codec uses
+    (EnCodec's bandwidth setting), i.e. the K the codec LM sees.
+    """
+
+    sample_rate: int = 24000
+    channels: int = 1
+    n_filters: int = 32
+    ratios: tuple[int, ...] = (8, 5, 4, 2)
+    dimension: int = 128
+    n_residual_layers: int = 1
+    lstm: int = 2
+    causal: bool = True
+    norm: str = "weight_norm"
+    pad_mode: str = "reflect"
+    n_q: int = 32
+    codebook_size: int = 1024
+    n_codebooks: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)  # provenance: data, training, metrics
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ratios", tuple(int(r) for r in self.ratios))
+        if not 1 <= self.n_codebooks <= self.n_q:
+            raise ValueError(f"n_codebooks must be in 1..n_q={self.n_q}, got {self.n_codebooks}")
+        if 2 ** int(math.log2(self.codebook_size)) != self.codebook_size:
+            raise ValueError(f"codebook_size must be a power of two, got {self.codebook_size}")
+
+    @property
+    def hop_length(self) -> int:
+        return math.prod(self.ratios)
+
+    @property
+    def frame_rate(self) -> float:
+        return self.sample_rate / self.hop_length
+
+    def bandwidth(self, n_codebooks: int) -> float:
+        """EnCodec's kbps for ``n_codebooks`` (what ``set_target_bandwidth`` takes)."""
+        return n_codebooks * math.log2(self.codebook_size) * math.ceil(self.frame_rate) / 1000
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ratios"] = list(self.ratios)
+        d["codec_type"] = CODEC_TYPE
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CodecConfig:
+        d = {k: v for k, v in d.items() if k != "codec_type"}
+        return cls(**d)
+
+
+def build_encodec(config: CodecConfig) -> EncodecModel:
+    """An ``EncodecModel`` from ``encodec``'s own modules, sized by ``config``."""
+    common = dict(
+        channels=config.channels, dimension=config.dimension, n_filters=config.n_filters,
+        n_residual_layers=config.n_residual_layers, ratios=list(config.ratios), norm=config.norm,
+        causal=config.causal, pad_mode=config.pad_mode, lstm=config.lstm,
+    )
+    encoder = em.SEANetEncoder(**common)
+    decoder = em.SEANetDecoder(**common)
+    quantizer = eq.ResidualVectorQuantizer(dimension=config.dimension, n_q=config.n_q, bins=config.codebook_size)
+    bandwidths = [config.bandwidth(k) for k in range(1, config.n_q + 1)]
+    model = EncodecModel(encoder, decoder, quantizer, bandwidths, config.sample_rate, config.channels, name="voicespec")
+    model.set_target_bandwidth(config.bandwidth(config.n_codebooks))
+    return model
+
+
+class Codec:
+    """Mono codec: PCM float32 in ``[-1, 1]`` at ``sample_rate`` <-> codes ``[K, T]``."""
+
+    def __init__(self, model: EncodecModel, config: CodecConfig, device: str | torch.device = "cpu") -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.model.set_target_bandwidth(config.bandwidth(config.n_codebooks))
+
+    sample_rate = property(lambda self: self.config.sample_rate)
+    frame_rate = property(lambda self: self.config.frame_rate)
+    hop_length = property(lambda self: self.config.hop_length)
+    n_codebooks = property(lambda self: self.config.n_codebooks)
+    codebook_size = property(lambda self: self.config.codebook_size)
+
+    @classmethod
+    def random(cls, config: CodecConfig | None = None, seed: int = 0, device: str = "cpu") -> Codec:
+        config = config or CodecConfig()
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = build_encodec(config)
+        return cls(model, config, device)
+
+    @classmethod
+    def pretrained_24khz(cls, n_codebooks: int = 8, device: str = "cpu") -> Codec:
+        """Meta's EnCodec 24 kHz, downloaded by the ``encodec`` package (needs network)."""
+        config = CodecConfig(n_codebooks=n_codebooks)
+        return cls(EncodecModel.encodec_model_24khz(pretrained=True), config, device)
+
+    @classmethod
+    def from_folder(cls, path: str | Path, device: str = "cpu") -> Codec:
+        path = Path(path)
+        cfg_file, weights = path / CONFIG_NAME, path / WEIGHTS_NAME
+        if not cfg_file.is_file() or not weights.is_file():
+            raise FileNotFoundError(f"{path}: not a codec folder (needs {CONFIG_NAME} and {WEIGHTS_NAME})")
+        try:
+            raw = json.loads(cfg_file.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+        if raw.get("codec_type") != CODEC_TYPE:
+            raise ValueError(f"{cfg_file}: not a voicespec codec config (codec_type={raw.get('codec_type')!r})")
+        config = CodecConfig.from_dict(raw)
+        model = build_encodec(config)
+        try:
+            state = load_file(str(weights))
+            model.load_state_dict(state)
+        except Exception as e:  # safetensors raises several types for truncated/corrupt files
+            raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
+        return cls(model, config, device)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+        state = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
+        save_file(state, str(path / WEIGHTS_NAME))
+
+    @torch.inference_mode()
+    def encode(self, pcm: torch.Tensor) -> torch.Tensor:
+        """``pcm``: ``[samples]`` (mono) -> codes ``[K, ceil(samples / hop)]``."""
+        x = torch.as_tensor(pcm, dtype=torch.float32, device=self.device).reshape(1, 1, -1)
+        (codes, _), = self.model.encode(x)
+        return codes[0].cpu()
+
+    @torch.inference_mode()
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes ``[K, T]`` -> PCM ``[T * hop]`` (float32)."""
+        codes = self._check_codes(codes)
+        if codes.shape[1] == 0:
+            return torch.zeros(0)
+        return self.model.decode([(codes.unsqueeze(0).to(self.device), None)])[0, 0].cpu()
+
+    def _check_codes(self, codes: torch.Tensor) -> torch.Tensor:
+        codes = torch.as_tensor(codes, dtype=torch.long)
+        if codes.ndim != 2 or codes.shape[0] != self.n_codebooks:
+            raise ValueError(f"codes must be [{self.n_codebooks}, T], got {tuple(codes.shape)}")
+        if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= self.codebook_size):
+            raise ValueError(f"codes must lie in [0, {self.codebook_size})")
+        return codes
+
+    def streaming_decoder(self) -> StreamingDecoder:  # noqa: F821 (imported inside: import cycle)
+        from voicespec.streaming import StreamingDecoder
+        return StreamingDecoder(self)
+
+
+def load_codec(spec: str, device: str = "cpu") -> Codec:
+    """``encodec_24khz[:K]`` for the pretrained model (network), else a local codec folder."""
+    if spec.startswith("encodec_24khz"):
+        _, _, k = spec.partition(":")
+        return Codec.pretrained_24khz(int(k) if k else 8, device)
+    return Codec.from_folder(spec, device)

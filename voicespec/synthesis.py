@@ -1,0 +1,158 @@
+"""Text → PCM as an iterator: front end → prompt → SpecDecoder → frames → streaming codec → PCM.
+
+The server, the batch writer and the harness all consume :class:`SynthesisStream`; none of them
+knows how drafting works. Sentences are decoded one after another by the LM but through *one*
+streaming codec decoder, so the waveform runs on across sentence joins with no gap or click.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import torch
+
+from .audio import StreamingResampler
+from .decoder import DecodeConfig, SpecDecoder
+from .stats import DecodeStats
+from .voice import Voice
+
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """Per-request options. ``decode.seed`` seeds sentence i with ``seed + i``; ``sample_rate``
+    None keeps the codec's rate; ``time_cap_s`` is the per-step budget for ``gamma='auto'``."""
+
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    drafter: str | None = None  # None: the voice's default
+    sample_rate: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.sample_rate is not None and self.sample_rate not in SAMPLE_RATES:
+            raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {self.sample_rate}")
+
+
+@dataclass
+class AudioChunk:
+    pcm: torch.Tensor  # float32 at the output rate
+    sentence: int
+
+
+@dataclass
+class SynthesisStats:
+    sentences: int = 0
+    frames: int = 0
+    samples: int = 0
+    sample_rate: int = 0
+    frontend_s: float = 0.0
+    codec_s: float = 0.0
+    resample_s: float = 0.0
+    wall_s: float = 0.0
+    ttfa_s: float | None = None  # wall time to the first non-empty PCM chunk
+    decode: DecodeStats = field(default_factory=DecodeStats)
+
+    @property
+    def audio_s(self) -> float:
+        return self.samples / self.sample_rate if self.sample_rate else 0.0
+
+    @property
+    def rtf(self) -> float:
+        """Real-time factor: wall seconds per audio second (< 1 is faster than real time)."""
+        return self.wall_s / self.audio_s if self.audio_s else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["decode"] = self.decode.to_dict()
+        d.update(audio_s=self.audio_s, rtf=self.rtf)
+        return d
+
+    def summary(self) -> str:
+        d = self.decode
+        return (
+            f"audio {self.audio_s:.2f}s  wall {self.wall_s:.2f}s  RTF {self.rtf:.3f}  "
+            f"acceptance {d.acceptance_rate:.2f}  mean accepted length {d.mean_accepted_length:.2f}"
+        )
+
+
+class SynthesisStream:
+    """Iterate for :class:`AudioChunk` s; ``cancel()`` stops before the next decode step."""
+
+    def __init__(self, voice: Voice, text: str, options: SynthesisOptions) -> None:
+        t0 = time.perf_counter()
+        self.voice = voice
+        self.options = options
+        self.sentences = voice.frontend.sentences(text)  # raises TextError before any work
+        drafter = voice.drafter(options.drafter or voice.config.default_drafter)
+        self.decoder = SpecDecoder(voice.target, drafter, options.decode)
+        self.stats = SynthesisStats(sample_rate=options.sample_rate or voice.codec.sample_rate)
+        self.stats.frontend_s = time.perf_counter() - t0
+        self._t0 = t0
+        self.cancelled = False
+        self.frames: list[torch.Tensor] = []  # code frames [K, T] of each sentence decoded so far
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def _config(self, i: int, n_chars: int) -> DecodeConfig:
+        base = self.options.decode
+        seed = None if base.seed is None else base.seed + i
+        return replace(base, seed=seed, max_steps=min(base.max_steps, self.voice.max_frames(n_chars)))
+
+    def _emit(self, pcm: torch.Tensor, sentence: int) -> AudioChunk | None:
+        if pcm.numel() == 0:
+            return None
+        s = self.stats
+        if s.ttfa_s is None:
+            s.ttfa_s = time.perf_counter() - self._t0
+        s.samples += pcm.numel()
+        return AudioChunk(pcm, sentence)
+
+    def __iter__(self) -> Iterator[AudioChunk]:
+        s, codec = self.stats, self.voice.codec
+        decoder = codec.streaming_decoder()
+        resampler = StreamingResampler(codec.sample_rate, s.sample_rate)
+        for i, (sentence, ids) in enumerate(self.sentences):
+            gen = self.decoder.generate(self.voice.prompt(ids), self._config(i, len(sentence)))
+            s.sentences += 1
+            self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
+            while not gen.done and not self.cancelled:
+                frames = gen.step().frames
+                if frames.shape[1] == 0:
+                    continue
+                self.frames[-1] = torch.cat([self.frames[-1], frames], dim=1)
+                t = time.perf_counter()
+                pcm = decoder.push(frames)
+                t2 = time.perf_counter()
+                pcm = resampler.push(pcm)
+                s.codec_s += t2 - t
+                s.resample_s += time.perf_counter() - t2
+                s.frames += frames.shape[1]
+                if chunk := self._emit(pcm, i):
+                    s.wall_s = time.perf_counter() - self._t0
+                    yield chunk
+            s.decode.merge(gen.stats)
+            if self.cancelled:
+                s.decode.finish_reason = "cancelled"
+                break
+        if not self.cancelled:
+            tail = resampler.push(decoder.flush())
+            if chunk := self._emit(torch.cat([tail, resampler.flush()]), len(self.sentences) - 1):
+                yield chunk
+        s.wall_s = time.perf_counter() - self._t0
+
+
+class Synthesizer:
+    def __init__(self, voice: Voice) -> None:
+        self.voice = voice
+
+    def stream(self, text: str, options: SynthesisOptions | None = None) -> SynthesisStream:
+        return SynthesisStream(self.voice, text, options or SynthesisOptions(DecodeConfig(self.voice.sampling)))
+
+    def synthesize(self, text: str, options: SynthesisOptions | None = None) -> tuple[torch.Tensor, SynthesisStats]:
+        stream = self.stream(text, options)
+        chunks = [c.pcm for c in stream]
+        return (torch.cat(chunks) if chunks else torch.zeros(0)), stream.stats

@@ -1,0 +1,131 @@
+"""A voice: everything needed to turn text into audio, as one folder.
+
+```
+voice.json      name, tokenizer, text id offset, sampling defaults, sub-folders, provenance
+codec/          the codec (config.json + model.safetensors)
+target/         the codec LM
+drafters/NAME/  draft models shipped with the voice (optional)
+```
+Loading checks that the parts fit together (codebooks, vocabulary) so a mismatch is one clear
+error at start-up, not garbage audio later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .codec import Codec
+from .drafters import Drafter, ModelDrafter, NGramDrafter
+from .layout import FlatLayout, Prompt
+from .lm import StepLM
+from .loading import load_step_lm
+from .sampling import SamplingConfig
+from .text import FrontEnd, tokenizer_from_dict
+
+VOICE_FILE = "voice.json"
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    name: str
+    tokenizer: dict[str, Any]
+    text_offset: int = 0  # LM id of tokenizer id 0 (flat layouts share one vocabulary)
+    sampling: dict[str, Any] = field(default_factory=dict)  # SamplingConfig defaults that sound best
+    ngram: dict[str, int] = field(default_factory=dict)  # NGramDrafter settings tuned for this voice
+    default_drafter: str = "ngram"
+    max_frames_per_char: int = 25  # runaway guard: no sentence decodes longer than this
+    min_max_frames: int = 100
+    info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
+
+
+class Voice:
+    def __init__(self, config: VoiceConfig, codec: Codec, target: StepLM, draft_dirs: dict[str, Path]) -> None:
+        self.config = config
+        self.codec = codec
+        self.target = target
+        self.draft_dirs = draft_dirs
+        self.tokenizer = tokenizer_from_dict(config.tokenizer)
+        self.frontend = FrontEnd(self.tokenizer)
+        self._drafters: dict[str, Drafter] = {}
+        layout = target.layout
+        if layout.n_codebooks != codec.n_codebooks or layout.codebook_size != codec.codebook_size:
+            raise ValueError(
+                f"voice {config.name!r}: the LM speaks {layout.n_codebooks}x{layout.codebook_size} codes "
+                f"but the codec has {codec.n_codebooks}x{codec.codebook_size}"
+            )
+        text_vocab = self._text_vocab()
+        if config.text_offset + self.tokenizer.vocab_size > text_vocab:
+            raise ValueError(f"voice {config.name!r}: tokenizer ids exceed the LM's text vocabulary ({text_vocab})")
+
+    def _text_vocab(self) -> int:
+        layout = self.target.layout
+        if isinstance(layout, FlatLayout):
+            return layout.audio_offset
+        return self.target.model.config.text_vocab_size
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(**self.config.sampling)
+
+    def prompt(self, token_ids: list[int]) -> Prompt:
+        return self.target.layout.prompt([self.config.text_offset + i for i in token_ids])
+
+    def max_frames(self, n_chars: int) -> int:
+        return max(self.config.min_max_frames, self.config.max_frames_per_char * n_chars)
+
+    @property
+    def drafter_names(self) -> list[str]:
+        return ["none", "ngram", *sorted(self.draft_dirs)]
+
+    def drafter(self, name: str) -> Drafter | None:
+        """A drafter by name: ``none``, ``ngram`` or a draft model shipped with the voice."""
+        if name == "none":
+            return None
+        if name not in self._drafters:
+            if name == "ngram":
+                self._drafters[name] = NGramDrafter(**self.config.ngram)
+            elif name in self.draft_dirs:
+                self._drafters[name] = ModelDrafter(load_step_lm(str(self.draft_dirs[name])))
+            else:
+                raise ValueError(f"unknown drafter {name!r} for voice {self.name!r}; choose one of: {', '.join(self.drafter_names)}")
+        return self._drafters[name]
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu") -> Voice:
+        path = Path(path)
+        cfg_file = path / VOICE_FILE
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{path}: not a voice folder (no {VOICE_FILE})")
+        try:
+            config = VoiceConfig(**json.loads(cfg_file.read_text()))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"{cfg_file}: invalid voice config ({e})") from None
+        drafters_dir = path / "drafters"
+        draft_dirs = {d.name: d for d in sorted(drafters_dir.iterdir()) if d.is_dir()} if drafters_dir.is_dir() else {}
+        return cls(config, Codec.from_folder(path / "codec", device), load_step_lm(str(path / "target")), draft_dirs)
+
+    @staticmethod
+    def write_config(path: str | Path, config: VoiceConfig) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / VOICE_FILE).write_text(json.dumps(config.__dict__, indent=2) + "\n")
+
+
+def resolve_voice(spec: str | None, voices_dir: Path) -> Path:
+    """A voice folder from a path or a name under ``voices_dir`` (None: the default voice)."""
+    if spec and Path(spec).exists():
+        return Path(spec)
+    name = spec or "default"
+    candidate = voices_dir / name
+    if candidate.is_dir():
+        return candidate
+    known = sorted(p.name for p in voices_dir.iterdir() if (p / VOICE_FILE).is_file()) if voices_dir.is_dir() else []
+    hint = f"known voices: {', '.join(known)}" if known else "no voices are installed yet; make one with `voicespec tiny --out DIR`"
+    raise FileNotFoundError(f"unknown voice {name!r} ({hint})")
