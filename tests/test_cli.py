@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
+from voicespec.cli import main
+
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
 
@@ -50,13 +52,22 @@ def test_say_writes_audio_and_prints_one_summary_line(tiny_voice_dir, tmp_path):
         (["frobnicate"], "invalid choice"),
     ],
 )
-def test_bad_arguments_give_one_line_and_status_2(tiny_voice_dir, tmp_path, args, fragment):
+def test_bad_arguments_give_one_line_and_status_2(tiny_voice_dir, tmp_path, monkeypatch, capsys, args, fragment):
+    """In-process (one real subprocess below): exit status 2 and exactly one stderr line."""
     if "--model" not in args and args[0] in ("say", "synth"):
         args = [*args, "--model", str(tiny_voice_dir)]
-    proc = voicespec(*args, check=False, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("voicespec: error:") and fragment in lines[0], err
+    assert not list(tmp_path.iterdir()), "a failed command must leave no files behind"
+
+
+def test_bad_arguments_from_a_real_process():
+    proc = voicespec("say", "--temperature", "hot", "hi", "-o", "x.wav", check=False)
     assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("voicespec: error:") and fragment in lines[0], proc.stderr
+    assert proc.stderr.strip().splitlines() == ["voicespec: error: argument --temperature: invalid float value: 'hot'"]
 
 
 def _wavs(folder: Path) -> dict[str, bytes]:

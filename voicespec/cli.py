@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -47,11 +48,11 @@ def ids_arg(value: str) -> list[int]:
 def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto") -> None:
     p.add_argument("--gamma", type=gamma_arg, default=gamma_default, help=f"draft length per step, or 'auto' (default {gamma_default})")
     p.add_argument("--no-spec", action="store_true", help="plain decoding (same as --gamma 0)")
-    p.add_argument("--temperature", type=float, default=0.8, help="0 means greedy")
-    p.add_argument("--top-k", type=int, default=20)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--repetition-penalty", type=float, default=1.0)
-    p.add_argument("--repetition-window", type=int, default=0, help="steps the penalty looks back")
+    p.add_argument("--temperature", type=float, help="0 means greedy (default: the voice's, else 1)")
+    p.add_argument("--top-k", type=int, help="0 disables (default: the voice's)")
+    p.add_argument("--top-p", type=float, help="default: the voice's, else 1 (off)")
+    p.add_argument("--repetition-penalty", type=float, help="default: the voice's, else 1 (off)")
+    p.add_argument("--repetition-window", type=int, help="steps the penalty looks back")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=2000)
 
@@ -62,11 +63,13 @@ def add_voice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-rate", type=int, help="output rate: 8000, 16000, 22050, 24000 or 48000 (default: the codec's)")
 
 
-def decode_config(args: argparse.Namespace) -> DecodeConfig:
-    sampling = SamplingConfig(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        repetition_penalty=args.repetition_penalty, repetition_window=args.repetition_window,
-    )
+SAMPLING_ARGS = ("temperature", "top_k", "top_p", "repetition_penalty", "repetition_window")
+
+
+def decode_config(args: argparse.Namespace, defaults: SamplingConfig | None = None) -> DecodeConfig:
+    """Sampling flags given on the command line override ``defaults`` (the voice's settings)."""
+    given = {k: getattr(args, k) for k in SAMPLING_ARGS if getattr(args, k) is not None}
+    sampling = replace(defaults or SamplingConfig(), **given)
     gamma = 0 if args.no_spec else args.gamma
     return DecodeConfig(sampling=sampling, gamma=gamma, max_steps=args.max_steps, seed=args.seed)
 
@@ -80,9 +83,9 @@ def load_voice(spec: str | None):
     return Voice.load(resolve_voice(spec, MODELS_DIR))
 
 
-def synthesis_options(args: argparse.Namespace) -> SynthesisOptions:
+def synthesis_options(args: argparse.Namespace, voice) -> SynthesisOptions:
     drafter = "none" if args.no_spec else args.drafter
-    return SynthesisOptions(decode=decode_config(args), drafter=drafter, sample_rate=args.sample_rate)
+    return SynthesisOptions(decode=decode_config(args, voice.sampling), drafter=drafter, sample_rate=args.sample_rate)
 
 
 def cmd_say(args: argparse.Namespace) -> int:
@@ -91,7 +94,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
     check_audio_path(args.output)
     voice = load_voice(args.model)
-    stream = Synthesizer(voice).stream(args.text, synthesis_options(args))
+    stream = Synthesizer(voice).stream(args.text, synthesis_options(args, voice))
     chunks = [chunk.pcm for chunk in stream]
     pcm = torch.cat(chunks) if chunks else torch.zeros(0)
     write_audio_atomic(args.output, pcm, stream.stats.sample_rate)
@@ -117,8 +120,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
             voices[key] = Synthesizer(load_voice(key))
         return voices[key]
 
-    synthesizer_for(None)  # the default voice must load, or nothing can be done
-    config = BatchConfig(Path(args.output), synthesis_options(args), args.format, args.resume)
+    default = synthesizer_for(None)  # the default voice must load, or nothing can be done
+    config = BatchConfig(Path(args.output), synthesis_options(args, default.voice), args.format, args.resume)
     summary = run_batch(read_items(src), config, synthesizer_for)
     print(
         f"{summary['ok']} written, {summary['skipped']} skipped, {summary['failed']} failed; "
@@ -161,6 +164,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(quick=args.quick)
 
 
+def _lazy_args(p: argparse.ArgumentParser, module: str, add: str, run: str) -> None:
+    """Arguments and handler from a training module, imported only when that parser is built."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    getattr(mod, add)(p)
+    p.set_defaults(func=getattr(mod, run))
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="voicespec", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -194,6 +206,13 @@ def build_parser() -> Parser:
     p.add_argument("--dump-tokens", help="write the frames and stats as JSON here")
     add_decoding_args(p)
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("train", help="training recipes: teacher data, codec")
+    train = p.add_subparsers(dest="recipe", required=True, parser_class=Parser)
+    t = train.add_parser("data", help="regenerate the teacher corpus (needs the `train` extra: piper-tts)")
+    _lazy_args(t, "voicespec.train.data", "add_data_args", "run_data")
+    t = train.add_parser("codec", help="train (or resume) the codec on a teacher corpus")
+    _lazy_args(t, "voicespec.train.codec", "add_codec_args", "run_codec")
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
     p.add_argument("--layout", choices=["flat", "delay"], default="delay")

@@ -116,6 +116,10 @@ class FlatLayout:
             return state.end_frame
         return state.steps // self.n_codebooks
 
+    def steps_for_frames_count(self, n_frames: int) -> int:
+        """Steps that produce ``n_frames`` frames and the end marker."""
+        return n_frames * self.n_codebooks + 1
+
     def frame_codes(self, generated: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """Codes ``[K, stop-start]`` of frames ``start..stop`` from generated steps ``[N, 1]``."""
         K, C = self.n_codebooks, self.codebook_size
@@ -219,6 +223,10 @@ class DelayLayout:
     def is_done(self, state: LayoutState) -> bool:
         end = state.end_frame
         return end is not None and state.steps >= end + max(1, self.max_delay)
+
+    def steps_for_frames_count(self, n_frames: int) -> int:
+        """Steps that produce ``n_frames`` frames and the end marker."""
+        return n_frames + max(1, self.max_delay)
 
     def complete_frames(self, state: LayoutState) -> int:
         n = max(0, state.steps - self.max_delay)

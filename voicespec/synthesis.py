@@ -100,7 +100,8 @@ class SynthesisStream:
     def _config(self, i: int, n_chars: int) -> DecodeConfig:
         base = self.options.decode
         seed = None if base.seed is None else base.seed + i
-        return replace(base, seed=seed, max_steps=min(base.max_steps, self.voice.max_frames(n_chars)))
+        max_steps = self.voice.target.layout.steps_for_frames_count(self.voice.max_frames(n_chars))
+        return replace(base, seed=seed, max_steps=min(base.max_steps, max_steps))
 
     def _emit(self, pcm: torch.Tensor, sentence: int) -> AudioChunk | None:
         if pcm.numel() == 0:

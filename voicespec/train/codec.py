@@ -1,0 +1,263 @@
+"""Training recipe for our own EnCodec-architecture codec: ``voicespec train codec``.
+
+Reconstruction losses only (no adversary: on 2 CPU cores every step counts): multi-scale log-mel
+L1, multi-resolution STFT (spectral convergence + log magnitude), a small waveform L1, and the VQ
+commitment loss. The quantizer is encodec's EMA residual VQ with the fixes in ``train.vq``.
+
+Runs are resumable and never lost: ``out/checkpoint.pt`` (model, optimizer, step, trained wall
+time, RNG) is rewritten atomically every few minutes; ``--minutes`` is a budget on *total* training
+time across resumes. ``out/metrics.jsonl`` logs training and held-out metrics; ``export`` writes
+the codec folder with its provenance and metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import soundfile as sf
+import torch
+import torchaudio.functional as AF
+import torchaudio.transforms as T
+from torch.nn import functional as F
+
+from ..codec import Codec, CodecConfig, build_encodec
+from .vq import patch_codebooks
+
+DEFAULT_CODEC = CodecConfig(
+    sample_rate=16000, n_filters=16, ratios=(8, 5, 4, 2), dimension=64, lstm=0, pad_mode="constant",
+    n_q=4, n_codebooks=4, codebook_size=1024,
+)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    segment_s: float = 1.0
+    batch_size: int = 8
+    lr: float = 5e-4
+    minutes: float = 60.0  # total training wall time across resumes
+    checkpoint_every_s: float = 180.0
+    eval_every_steps: int = 500
+    reload_every_steps: int = 1000
+    eval_clips: int = 24
+    seed: int = 0
+    threads: int = 0  # 0: torch's default
+
+
+class MelLoss(torch.nn.Module):
+    """Multi-scale log-mel L1 plus multi-resolution STFT loss (SC + log-magnitude L1)."""
+
+    def __init__(self, sample_rate: int, scales: tuple[int, ...] = (256, 512, 1024, 2048)) -> None:
+        super().__init__()
+        self.mels = torch.nn.ModuleList(
+            T.MelSpectrogram(sample_rate, n_fft=n, hop_length=n // 4, n_mels=min(80, n // 8), power=1.0) for n in scales
+        )
+        self.scales = scales
+
+    def log_mel_l1(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return sum(F.l1_loss(torch.log(m(y) + 1e-5), torch.log(m(x) + 1e-5)) for m in self.mels) / len(self.mels)
+
+    def stft_loss(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        total = 0.0
+        for n in self.scales[1:]:
+            win = torch.hann_window(n, device=x.device)
+            sy = torch.stft(y, n, n // 4, window=win, return_complex=True).abs().clamp_min(1e-7)
+            sx = torch.stft(x, n, n // 4, window=win, return_complex=True).abs().clamp_min(1e-7)
+            total = total + torch.linalg.norm(sx - sy) / torch.linalg.norm(sx) + F.l1_loss(sy.log(), sx.log())
+        return total / (len(self.scales) - 1)
+
+
+def load_corpus(data_dir: Path, sample_rate: int, split: str) -> list[torch.Tensor]:
+    """Every clip of a split (from ``manifest.jsonl``), resampled to the codec's rate, in memory."""
+    manifest = data_dir / "manifest.jsonl"
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{data_dir}: no manifest.jsonl (make one with `voicespec train data`)")
+    clips = []
+    for line in manifest.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("split", "train") != split:
+            continue
+        audio, sr = sf.read(str(data_dir / "wav" / f"{rec['id']}.wav"), dtype="float32")
+        x = torch.from_numpy(audio)
+        if sr != sample_rate:
+            x = AF.resample(x, sr, sample_rate)
+        clips.append(x)
+    if not clips:
+        raise ValueError(f"{data_dir}: no {split} clips in the manifest")
+    return clips
+
+
+def random_batch(clips: list[torch.Tensor], n: int, length: int, rng: random.Random) -> torch.Tensor:
+    out = torch.zeros(n, 1, length)
+    for i in range(n):
+        clip = clips[rng.randrange(len(clips))]
+        if clip.shape[0] > length:
+            start = rng.randrange(clip.shape[0] - length)
+            out[i, 0] = clip[start : start + length]
+        else:
+            out[i, 0, : clip.shape[0]] = clip
+    return out
+
+
+def _forward(model, x: torch.Tensor, config: CodecConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    emb = model.encoder(x)
+    q = model.quantizer(emb, model.frame_rate, config.bandwidth(config.n_codebooks))
+    return model.decoder(q.quantized)[..., : x.shape[-1]], q.penalty
+
+
+@torch.no_grad()
+def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[str, float]:
+    """Held-out metrics of full encode → decode: STOI (if ``pystoi`` is installed), log-mel L1,
+    multi-resolution STFT loss, and the decode real-time factor."""
+    stoi_fn = None
+    try:
+        from pystoi import stoi as stoi_fn
+    except ImportError:
+        pass
+    mel, stft, stoi, decode_s, audio_s = [], [], [], 0.0, 0.0
+    for x in clips:
+        codes = codec.encode(x)
+        t0 = time.perf_counter()
+        y = codec.decode(codes)[: x.shape[0]]
+        decode_s += time.perf_counter() - t0
+        audio_s += x.shape[0] / codec.sample_rate
+        mel.append(float(losses.log_mel_l1(y[None], x[None])))
+        stft.append(float(losses.stft_loss(y[None], x[None])))
+        if stoi_fn is not None:
+            stoi.append(float(stoi_fn(x.numpy(), y.numpy(), codec.sample_rate, extended=False)))
+    out = {"log_mel_l1": sum(mel) / len(mel), "mr_stft": sum(stft) / len(stft), "decode_rtf": decode_s / audio_s}
+    if stoi:
+        out["stoi"] = sum(stoi) / len(stoi)
+    return out
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAULT_CODEC,
+                config: TrainConfig = TrainConfig(), log=print) -> Path:
+    """Train (or resume) until ``config.minutes`` of total training time; export; return the
+    exported codec folder."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    ckpt_path, metrics_path = out_dir / "checkpoint.pt", out_dir / "metrics.jsonl"
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    model = build_encodec(codec_config)
+    patch_codebooks(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.8, 0.99))
+    step, trained_s = 0, 0.0
+    if ckpt_path.is_file():
+        state = torch.load(ckpt_path, weights_only=False)
+        codec_config = CodecConfig.from_dict(state["codec_config"])
+        model = build_encodec(codec_config)
+        patch_codebooks(model)
+        model.load_state_dict(state["model"])
+        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.8, 0.99))
+        opt.load_state_dict(state["optimizer"])
+        step, trained_s = state["step"], state["trained_s"]
+        rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+        log(f"resumed at step {step} ({trained_s / 60:.1f} min trained)")
+    train = load_corpus(data_dir, codec_config.sample_rate, "train")
+    heldout = load_corpus(data_dir, codec_config.sample_rate, "heldout")[: config.eval_clips]
+    losses = MelLoss(codec_config.sample_rate)
+    length = int(config.segment_s * codec_config.sample_rate) // codec_config.hop_length * codec_config.hop_length
+
+    def checkpoint() -> None:
+        _save_atomic({
+            "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
+            "codec_config": codec_config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
+            "torch_rng": torch.get_rng_state(),
+        }, ckpt_path)
+
+    last_ckpt = time.perf_counter()
+    model.train()
+    with metrics_path.open("a") as metrics:
+        while trained_s < config.minutes * 60:
+            t0 = time.perf_counter()
+            x = random_batch(train, config.batch_size, length, rng)
+            y, commit = _forward(model, x, codec_config)
+            mel = losses.log_mel_l1(y[:, 0], x[:, 0])
+            stft = losses.stft_loss(y[:, 0], x[:, 0])
+            loss = mel + stft + 0.1 * F.l1_loss(y, x) + commit
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            trained_s += time.perf_counter() - t0
+            if step % 50 == 0:
+                rec = {"step": step, "trained_min": round(trained_s / 60, 2), "loss": float(loss), "mel": float(mel),
+                       "stft": float(stft), "commit": float(commit)}
+                metrics.write(json.dumps(rec) + "\n")
+                metrics.flush()
+                log(json.dumps(rec))
+            if step % config.reload_every_steps == 0:  # the corpus may still be growing
+                train = load_corpus(data_dir, codec_config.sample_rate, "train")
+            if step % config.eval_every_steps == 0:
+                rec = {"step": step, "heldout": evaluate(_as_codec(model, codec_config), heldout, losses)}
+                model.train()
+                metrics.write(json.dumps(rec) + "\n")
+                metrics.flush()
+                log(json.dumps(rec))
+            if time.perf_counter() - last_ckpt > config.checkpoint_every_s:
+                checkpoint()
+                last_ckpt = time.perf_counter()
+    checkpoint()
+    return export(out_dir, data_dir, heldout, losses)
+
+
+def _as_codec(model, codec_config: CodecConfig) -> Codec:
+    return Codec(model, codec_config)
+
+
+def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tensor] | None = None,
+           losses: MelLoss | None = None) -> Path:
+    """Write ``out_dir/codec`` (config.json + model.safetensors) from the checkpoint, with its
+    provenance and held-out metrics in ``config.extra``."""
+    state = torch.load(out_dir / "checkpoint.pt", weights_only=False)
+    codec_config = CodecConfig.from_dict(state["codec_config"])
+    model = build_encodec(codec_config)
+    model.load_state_dict(state["model"])
+    codec = Codec(model, codec_config)
+    metrics = evaluate(codec, heldout, losses) if heldout else {}
+    extra = {
+        "training": {"steps": state["step"], "trained_minutes": round(state["trained_s"] / 60, 1),
+                     "hardware": f"{platform.machine()} CPU x{os.cpu_count()} ({platform.processor() or 'cpu'})",
+                     "data": str(data_dir) if data_dir else None, "recipe": "voicespec train codec",
+                     "train_config": state["train_config"]},
+        "heldout_metrics": metrics,
+    }
+    codec = Codec(model, replace(codec_config, extra=extra))
+    codec.save(out_dir / "codec")
+    return out_dir / "codec"
+
+
+def add_codec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
+    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported codec")
+    p.add_argument("--minutes", type=float, default=TrainConfig.minutes, help="total training time budget")
+    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    p.add_argument("--segment-s", type=float, default=TrainConfig.segment_s)
+    p.add_argument("--eval-every", type=int, default=TrainConfig.eval_every_steps)
+    p.add_argument("--threads", type=int, default=0)
+
+
+def run_codec(args: argparse.Namespace) -> int:
+    config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s,
+                         eval_every_steps=args.eval_every, threads=args.threads)
+    folder = train_codec(Path(args.data), Path(args.out), DEFAULT_CODEC, config)
+    print(f"exported {folder}")
+    return 0

@@ -1,0 +1,58 @@
+"""Listening material for a trained codec: teacher vs resynthesis WAVs and their mel spectrograms
+side by side in one PNG (``samples/``), from held-out clips the codec never trained on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import soundfile as sf
+import torch
+import torchaudio.functional as AF
+import torchaudio.transforms as T
+
+from ..audio import write_audio_atomic
+from ..codec import Codec
+
+
+def heldout_clips(data_dir: Path, n: int) -> list[tuple[str, str, torch.Tensor, int]]:
+    """(id, text, audio, rate) of the first ``n`` held-out clips of a teacher corpus."""
+    out = []
+    for line in (data_dir / "manifest.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("split") == "heldout":
+            audio, sr = sf.read(str(data_dir / "wav" / f"{rec['id']}.wav"), dtype="float32")
+            out.append((rec["id"], rec.get("text", ""), torch.from_numpy(audio), sr))
+            if len(out) == n:
+                break
+    return out
+
+
+def write_codec_samples(codec: Codec, data_dir: Path, out_dir: Path, n: int = 3, prefix: str = "codec") -> Path:
+    """``{prefix}-{id}-teacher.wav`` / ``-resynth.wav`` pairs and ``{prefix}-mels.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    clips = heldout_clips(data_dir, n)
+    if not clips:
+        raise ValueError(f"{data_dir}: no held-out clips")
+    mel = T.MelSpectrogram(codec.sample_rate, n_fft=1024, hop_length=256, n_mels=80)
+    fig, axes = plt.subplots(len(clips), 2, figsize=(12, 2.6 * len(clips)), squeeze=False)
+    for row, (clip_id, text, audio, sr) in enumerate(clips):
+        x = AF.resample(audio, sr, codec.sample_rate) if sr != codec.sample_rate else audio
+        y = codec.decode(codec.encode(x))[: x.shape[0]]
+        write_audio_atomic(out_dir / f"{prefix}-{clip_id}-teacher.wav", x, codec.sample_rate)
+        write_audio_atomic(out_dir / f"{prefix}-{clip_id}-resynth.wav", y, codec.sample_rate)
+        for col, (sig, name) in enumerate(((x, "teacher"), (y, "codec resynthesis"))):
+            ax = axes[row][col]
+            ax.imshow(torch.log(mel(sig) + 1e-5).numpy(), origin="lower", aspect="auto", cmap="magma")
+            ax.set_title(f"{name}: {text[:60]}", fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    fig.tight_layout()
+    png = out_dir / f"{prefix}-mels.png"
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
+    return png
