@@ -95,10 +95,10 @@ def test_speculative_sampling_matches_target_distribution(case, drafter_name, mo
 
 
 def test_verify_sampling_unit_distribution():
-    """The rule itself on synthetic p and q (one step, G=2, γ=1): output ~ p exactly, over the
-    first step *and* jointly with the bonus step."""
+    """The rule itself on synthetic p and q (one step, G=2, γ=1): the committed first step is
+    distributed exactly as p, both codebooks jointly."""
     g = torch.Generator().manual_seed(0)
-    V, G = 4, 2
+    V = 4
     p = torch.tensor([[[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]], [[0.25] * 4, [0.5, 0.5, 0.0, 0.0]]])
     q = torch.tensor([[[0.4, 0.3, 0.2, 0.1], [0.1, 0.1, 0.1, 0.7]]])
     n = 20000

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import soundfile as sf
@@ -87,24 +90,31 @@ def check_audio_path(path: str | Path) -> tuple[str, str]:
     return fmt
 
 
-def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> None:
-    """Write WAV/FLAC (by extension) so the file either exists complete or not at all:
-    write a temporary file in the same folder, fsync, then rename over the target."""
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "wb", **kw) -> Iterator[IO]:
+    """Open a temporary file beside ``path``; on success fsync it and rename it over ``path``,
+    on any error remove it. Readers see the old file or the complete new one, never a torn one."""
     path = Path(path)
-    fmt = check_audio_path(path)
-    data = pcm.detach().cpu().numpy() if isinstance(pcm, torch.Tensor) else np.asarray(pcm)
-    data = np.clip(data.astype(np.float32), -1.0, 1.0)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
     os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would survive the rename
     try:
-        with os.fdopen(fd, "wb") as f:
-            sf.write(f, data, sample_rate, format=fmt[0], subtype=fmt[1])
+        with os.fdopen(fd, mode, **kw) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> None:
+    """Write WAV/FLAC (by extension) atomically (see :func:`atomic_open`)."""
+    fmt = check_audio_path(path)
+    data = pcm.detach().cpu().numpy() if isinstance(pcm, torch.Tensor) else np.asarray(pcm)
+    data = np.clip(data.astype(np.float32), -1.0, 1.0)
+    with atomic_open(path) as f:
+        sf.write(f, data, sample_rate, format=fmt[0], subtype=fmt[1])

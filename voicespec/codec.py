@@ -12,13 +12,16 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from encodec import EncodecModel
 from encodec import modules as em
 from encodec import quantization as eq
 from safetensors.torch import load_file, save_file
+
+if TYPE_CHECKING:
+    from .streaming import StreamingDecoder
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -175,7 +178,7 @@ class Codec:
             raise ValueError(f"codes must lie in [0, {self.codebook_size})")
         return codes
 
-    def streaming_decoder(self) -> StreamingDecoder:  # noqa: F821 (imported inside: import cycle)
+    def streaming_decoder(self) -> "StreamingDecoder":
         from voicespec.streaming import StreamingDecoder
         return StreamingDecoder(self)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from .layout import FlatLayout, LayoutState
+from .layout import FlatLayout
 
 
 class LayoutMaskProcessor(LogitsProcessor):

@@ -199,8 +199,8 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
             step += 1
             trained_s += time.perf_counter() - t0
             if step % 50 == 0:
-                rec = {"step": step, "trained_min": round(trained_s / 60, 2), "loss": float(loss), "mel": float(mel),
-                       "stft": float(stft), "commit": float(commit)}
+                rec = {"step": step, "trained_min": round(trained_s / 60, 2), "loss": loss.item(), "mel": mel.item(),
+                       "stft": stft.item(), "commit": commit.item()}
                 metrics.write(json.dumps(rec) + "\n")
                 metrics.flush()
                 log(json.dumps(rec))

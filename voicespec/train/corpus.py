@@ -374,7 +374,7 @@ def _utterance(r: random.Random) -> str:
         f"I {vp[1]} {r.choice(ADVERBIALS)}.",
         f"{_name(r)} {vp[1]}, and nobody told me.",
         f"It's too late to {vp[0]}.",
-        f"That's not what I meant.",
+        "That's not what I meant.",
         f"The {r.choice(PLACE_NOUNS)} {r.choice(COPULAS)} {r.choice(STATE_ADJ)}.",
         f"I'd rather {vp[0]} {r.choice(TIME_PHRASES)}.",
     ]

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 import zlib
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from voicespec.audio import atomic_open, write_audio_atomic
 from voicespec.train.corpus import CORPUS_VERSION, iter_sentences
 
 FORMAT = 1
@@ -229,17 +229,9 @@ def read_manifest(path: str | Path) -> tuple[list[dict], bool]:
 
 
 def _write_lines_atomic(path: Path, entries: list[dict]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for e in entries:
-                f.write(json.dumps(e, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w", encoding="utf-8") as f:
+        for e in entries:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
 
 
 def _check_info(path: Path, info: dict) -> None:
@@ -251,10 +243,8 @@ def _check_info(path: Path, info: dict) -> None:
             raise ValueError(f"{path.parent} was made with different settings ({', '.join(diff)}: "
                              f"{[old.get(k) for k in diff]} vs {[info.get(k) for k in diff]}); use another --out")
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
-    tmp.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(info, indent=1) + "\n")
 
 
 def _same_teacher(a: dict | None, b: dict) -> bool:
@@ -293,7 +283,6 @@ def build_teacher_corpus(out_dir: str | Path, hours: float, sample_rate: int = 2
 
     from tqdm import tqdm
 
-    from voicespec.audio import write_audio_atomic
 
     bar = tqdm(total=round(target, 1), initial=round(min(total, target), 1), unit="s", desc="teacher audio",
                disable=not progress, mininterval=5.0, dynamic_ncols=True)
@@ -374,15 +363,10 @@ def run_data(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="voicespec train data", description=__doc__.split("\n\n")[0])
-    add_data_args(parser)
-    try:
-        return run_data(parser.parse_args(argv))
-    except (ValueError, OSError) as e:
-        print(f"voicespec: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """``python -m voicespec.train.data ARGS`` is ``voicespec train data ARGS``."""
+    from ..cli import main as cli_main
+
+    return cli_main(["train", "data", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
