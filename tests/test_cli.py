@@ -127,3 +127,14 @@ def test_synth_survives_sigkill_and_resumes_identically(tiny_voice_dir, tmp_path
     for p in killed.glob("*.wav"):
         info = sf.info(str(p))
         assert info.frames > 0 and info.samplerate == 24000
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_and_checks_exactness(tmp_path, capsys):
+    from voicespec.demo import run_demo
+
+    wav = tmp_path / "demo.wav"
+    assert run_demo(quick=True, max_steps=24, wav_out=str(wav)) == 0
+    out = capsys.readouterr().out
+    assert "MISMATCH" not in out and out.count("identical") == 10
+    assert sf.info(str(wav)).frames > 0

@@ -161,7 +161,7 @@ def cmd_tiny(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(quick=args.quick)
+    return run_demo(quick=args.quick, wav_out=args.wav)
 
 
 def _lazy_args(p: argparse.ArgumentParser, module: str, add: str, run: str) -> None:
@@ -179,6 +179,7 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("demo", help="plain vs speculative decoding on tiny built-in models, checked token for token")
     p.add_argument("--quick", action="store_true", help="fewer prompts")
+    p.add_argument("--wav", default="out/demo.wav", help="where the pipeline demo writes its audio")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("say", help="synthesize one text to a WAV/FLAC file")
