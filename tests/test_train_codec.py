@@ -91,3 +91,15 @@ def test_training_runs_resumes_and_exports(tmp_path):
     train_codec(tmp_path / "data", out, codec_config, TrainConfig(**{**config.__dict__, "minutes": 0.03}), log=lambda s: None)
     assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] > first_steps
     assert any("heldout" in json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines())
+
+
+def test_a_new_run_can_start_from_an_exported_codec(tmp_path):
+    _fake_corpus(tmp_path / "data")
+    codec_config = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0,
+                               pad_mode="constant", n_q=2, n_codebooks=2, codebook_size=16)
+    config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
+    first = train_codec(tmp_path / "data", tmp_path / "a", codec_config, config, log=lambda s: None)
+    steps = Codec.from_folder(first).config.extra["training"]["steps"]
+    second = train_codec(tmp_path / "data", tmp_path / "b", codec_config, TrainConfig(**{**config.__dict__, "minutes": 0.02}),
+                         log=lambda s: None, init_from=first)
+    assert Codec.from_folder(second).config.extra["training"]["steps"] > steps

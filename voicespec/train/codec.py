@@ -145,9 +145,11 @@ def _save_atomic(obj: Any, path: Path) -> None:
 
 
 def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAULT_CODEC,
-                config: TrainConfig = TrainConfig(), log=print) -> Path:
+                config: TrainConfig = TrainConfig(), log=print, init_from: Path | None = None) -> Path:
     """Train (or resume) until ``config.minutes`` of total training time; export; return the
-    exported codec folder."""
+    exported codec folder. ``init_from``: start a new run from an exported codec folder (e.g. the
+    shipped one, on a machine where the run folder is gone): weights, codebooks and the step and
+    time counts carry over; the optimizer starts fresh."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -170,6 +172,15 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         log(f"resumed at step {step} ({trained_s / 60:.1f} min trained)")
+    elif init_from is not None:
+        start = Codec.from_folder(init_from)
+        codec_config = replace(start.config, extra={})
+        model = start.model
+        patch_codebooks(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.8, 0.99))
+        done = start.config.extra.get("training", {})
+        step, trained_s = int(done.get("steps", 0)), 60.0 * float(done.get("trained_minutes", 0.0))
+        log(f"initialised from {init_from} (step {step}, {trained_s / 60:.1f} min trained)")
     train = load_corpus(data_dir, codec_config.sample_rate, "train")
     heldout = load_corpus(data_dir, codec_config.sample_rate, "heldout")[: config.eval_clips]
     losses = MelLoss(codec_config.sample_rate)
@@ -253,11 +264,13 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--segment-s", type=float, default=TrainConfig.segment_s)
     p.add_argument("--eval-every", type=int, default=TrainConfig.eval_every_steps)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--init-from", help="start from an exported codec folder (weights + step/time counts)")
 
 
 def run_codec(args: argparse.Namespace) -> int:
     config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s,
                          eval_every_steps=args.eval_every, threads=args.threads)
-    folder = train_codec(Path(args.data), Path(args.out), DEFAULT_CODEC, config)
+    init = Path(args.init_from) if args.init_from else None
+    folder = train_codec(Path(args.data), Path(args.out), DEFAULT_CODEC, config, init_from=init)
     print(f"exported {folder}")
     return 0
