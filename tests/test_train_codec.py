@@ -11,6 +11,7 @@ from encodec.quantization.core_vq import EuclideanCodebook
 from encodec.quantization.core_vq import kmeans as encodec_kmeans
 
 from voicespec.codec import Codec, CodecConfig
+from voicespec.train.card import ship_codec
 from voicespec.train.codec import TrainConfig, train_codec
 from voicespec.train.vq import FixedEuclideanCodebook, kmeans, patch_codebooks
 
@@ -86,6 +87,13 @@ def test_training_runs_resumes_and_exports(tmp_path):
     extra = codec.config.extra
     assert extra["training"]["steps"] == first_steps and "log_mel_l1" in extra["heldout_metrics"]
     assert codec.encode(torch.zeros(1600)).shape == (2, 50)
+
+    shipped = ship_codec(folder, tmp_path / "data", tmp_path / "ship", tmp_path / "samples", "voicespec train codec ...")
+    card = (shipped / "MODEL_CARD.md").read_text()
+    assert f"Steps: {first_steps}" in card and "CC0" in card and "log_mel_l1" in card
+    assert Codec.from_folder(shipped).config.extra == extra
+    assert (tmp_path / "samples" / "codec-mels.png").stat().st_size > 0
+    assert len(list((tmp_path / "samples").glob("codec-u0-*.wav"))) == 2
 
     # A bigger budget resumes from the checkpoint instead of starting over.
     train_codec(tmp_path / "data", out, codec_config, TrainConfig(**{**config.__dict__, "minutes": 0.03}), log=lambda s: None)

@@ -60,3 +60,14 @@ speech into {cfg.n_codebooks} codebooks x {cfg.codebook_size} codes at {cfg.fram
 
 Weights: Apache-2.0, like the code. Training audio: synthetic, from a voice trained on a CC0 dataset.
 """
+
+
+def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, command: str) -> Path:
+    """Copy an exported codec to ``dest`` with its model card, and write listening samples."""
+    from .samples import write_codec_samples
+
+    codec = Codec.from_folder(exported)
+    codec.save(dest)
+    (dest / "MODEL_CARD.md").write_text(codec_card(codec, data_dir, command))
+    write_codec_samples(codec, data_dir, samples_dir)
+    return dest
