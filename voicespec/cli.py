@@ -208,12 +208,14 @@ def build_parser() -> Parser:
     add_decoding_args(p)
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("train", help="training recipes: teacher data, codec")
+    p = sub.add_parser("train", help="training recipes: teacher data, codec, ASR")
     train = p.add_subparsers(dest="recipe", required=True, parser_class=Parser)
     t = train.add_parser("data", help="regenerate the teacher corpus (needs the `train` extra: piper-tts)")
     _lazy_args(t, "voicespec.train.data", "add_data_args", "run_data")
     t = train.add_parser("codec", help="train (or resume) the codec on a teacher corpus")
     _lazy_args(t, "voicespec.train.codec", "add_codec_args", "run_codec")
+    t = train.add_parser("asr", help="train (or resume) the CTC character recognizer (alignment, CER) on a teacher corpus")
+    _lazy_args(t, "voicespec.train.asr", "add_asr_args", "run_asr")
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
     p.add_argument("--layout", choices=["flat", "delay"], default="delay")

@@ -84,7 +84,7 @@ def load_corpus(data_dir: Path, sample_rate: int, split: str) -> list[torch.Tens
         rec = json.loads(line)
         if rec.get("split", "train") != split:
             continue
-        audio, sr = sf.read(str(data_dir / "wav" / f"{rec['id']}.wav"), dtype="float32")
+        audio, sr = sf.read(str(data_dir / rec.get("wav", f"wav/{rec['id']}.wav")), dtype="float32")
         x = torch.from_numpy(audio)
         if sr != sample_rate:
             x = AF.resample(x, sr, sample_rate)
