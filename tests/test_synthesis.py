@@ -35,6 +35,7 @@ def test_stream_is_the_codec_decode_of_its_frames(tiny_voice):
     s = stream.stats
     assert s.samples == pcm.numel() and s.ttfa_s is not None and 0 < s.ttfa_s <= s.wall_s
     assert s.decode.target_passes >= 1 and s.rtf > 0
+    assert s.decode.finish_reason in ("eos", "length")
 
 
 def test_resampled_output_matches_whole_signal_resampling(tiny_voice):

@@ -115,10 +115,6 @@ class Generation:
     def __iter__(self) -> Iterator[Chunk]:
         while not self.done:
             yield self.step()
-        self._finish()
-
-    def _finish(self) -> None:
-        self.stats.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
 
     def _draft(self, gamma: int) -> Draft:
         if gamma == 0 or self.draft_session is None:
@@ -163,6 +159,8 @@ class Generation:
         s.draft_s += t1 - t0
         s.verify_s += t2 - t1
         s.total_s += time.perf_counter() - t0
+        if self.done:
+            s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
 
     def _commit(self, steps: torch.Tensor) -> torch.Tensor:
