@@ -138,3 +138,17 @@ def test_demo_runs_end_to_end_and_checks_exactness(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "MISMATCH" not in out and out.count("identical") == 10
     assert sf.info(str(wav)).frames > 0
+
+
+def test_generate_engine_only_greedy_matches_plain(tiny_voice_dir, tmp_path, capsys):
+    common = ["generate", "--model", str(tiny_voice_dir / "target"), "--text-ids", "5,6,7,8", "--temperature", "0",
+              "--max-steps", "60"]
+    plain, spec = tmp_path / "plain.json", tmp_path / "spec.json"
+    assert main([*common, "--no-spec", "--dump-tokens", str(plain)]) == 0
+    assert main([*common, "--drafter", "draft-model", "--draft-model", str(tiny_voice_dir / "drafters" / "draft-model"),
+                 "--gamma", "3", "--dump-tokens", str(spec)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 2 and all("mean accepted length" in line for line in out)
+    a, b = json.loads(plain.read_text()), json.loads(spec.read_text())
+    assert a["frames"] == b["frames"] and len(a["frames"]) == 4
+    assert b["stats"]["drafted"] > 0 and a["stats"]["drafted"] == 0
