@@ -194,7 +194,7 @@ def test_training_runs_resumes_exports_and_loads(tmp_path):
 
 
 def test_bad_folders_give_clear_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="not an ASR folder"):
+    with pytest.raises(FileNotFoundError, match="not a voicespec ASR folder"):
         CtcAsr.from_folder(tmp_path / "missing")
     good = tmp_path / "good"
     CtcAsr(TINY).save(good)

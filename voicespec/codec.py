@@ -8,7 +8,6 @@ kind our default voice ships. ``Codec.random`` builds either architecture with r
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,13 +17,12 @@ import torch
 from encodec import EncodecModel
 from encodec import modules as em
 from encodec import quantization as eq
-from safetensors.torch import load_file, save_file
+
+from .folders import load_weights, read_config, save_folder
 
 if TYPE_CHECKING:
     from .streaming import StreamingDecoder
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
 CODEC_TYPE = "voicespec_encodec"
 
 
@@ -129,31 +127,13 @@ class Codec:
 
     @classmethod
     def from_folder(cls, path: str | Path, device: str = "cpu") -> Codec:
-        path = Path(path)
-        cfg_file, weights = path / CONFIG_NAME, path / WEIGHTS_NAME
-        if not cfg_file.is_file() or not weights.is_file():
-            raise FileNotFoundError(f"{path}: not a codec folder (needs {CONFIG_NAME} and {WEIGHTS_NAME})")
-        try:
-            raw = json.loads(cfg_file.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
-        if raw.get("codec_type") != CODEC_TYPE:
-            raise ValueError(f"{cfg_file}: not a voicespec codec config (codec_type={raw.get('codec_type')!r})")
-        config = CodecConfig.from_dict(raw)
+        config = CodecConfig.from_dict(read_config(path, "codec_type", CODEC_TYPE, "a voicespec codec"))
         model = build_encodec(config)
-        try:
-            state = load_file(str(weights))
-            model.load_state_dict(state)
-        except Exception as e:  # safetensors raises several types for truncated/corrupt files
-            raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
+        load_weights(path, model)
         return cls(model, config, device)
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        (path / CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
-        state = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
-        save_file(state, str(path / WEIGHTS_NAME))
+        save_folder(path, self.config.to_dict(), self.model)
 
     @torch.inference_mode()
     def encode(self, pcm: torch.Tensor) -> torch.Tensor:

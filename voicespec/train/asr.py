@@ -53,14 +53,12 @@ import soundfile as sf
 import torch
 import torchaudio.functional as AF
 import torchaudio.transforms as T
-from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
+from ..folders import load_weights, read_config, save_folder
 from ..text import DEFAULT_ALPHABET, CharTokenizer
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
 MODEL_TYPE = "voicespec_ctc_asr"
 BLANK = 0  # CTC blank = CharTokenizer's padding id
 
@@ -209,34 +207,17 @@ class CtcAsr(nn.Module):
 
     # folders -------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
-        save_file(state, str(path / WEIGHTS_NAME))
-        (path / CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+        save_folder(path, self.config.to_dict(), self)
 
     @classmethod
     def from_folder(cls, path: str | Path) -> CtcAsr:
-        path = Path(path)
-        cfg_file, weights = path / CONFIG_NAME, path / WEIGHTS_NAME
-        if not cfg_file.is_file() or not weights.is_file():
-            raise FileNotFoundError(f"{path}: not an ASR folder (needs {CONFIG_NAME} and {WEIGHTS_NAME})")
-        try:
-            raw = json.loads(cfg_file.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
-        if not isinstance(raw, dict) or raw.get("model_type") != MODEL_TYPE:
-            kind = raw.get("model_type") if isinstance(raw, dict) else None
-            raise ValueError(f"{cfg_file}: not a voicespec ASR config (model_type={kind!r})")
+        raw = read_config(path, "model_type", MODEL_TYPE, "a voicespec ASR")
         try:
             config = AsrConfig.from_dict(raw)
         except TypeError as e:
-            raise ValueError(f"{cfg_file}: bad ASR config ({e})") from None
+            raise ValueError(f"{Path(path) / 'config.json'}: bad ASR config ({e})") from None
         model = cls(config)
-        try:
-            model.load_state_dict(load_file(str(weights)))
-        except Exception as e:  # safetensors raises several types for truncated/corrupt files
-            raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
+        load_weights(path, model)
         return model.eval()
 
 
