@@ -14,7 +14,7 @@ from voicespec.policy import TokenPolicy
 def full_logits(lm, prompt: Prompt, steps: torch.Tensor) -> torch.Tensor:
     """Logits for the step after ``prompt + steps``, from one uncached forward of everything."""
     seq = torch.cat([prompt.steps, steps])
-    fresh = lm.start(Prompt(prompt.text, seq[:1]))
+    fresh = lm.start(Prompt(prompt.text, seq[:1], prompt.track))
     return fresh.forward(seq)[-1]
 
 
@@ -39,7 +39,7 @@ def exact_distribution(lm, prompt: Prompt, policy: TokenPolicy, n_steps: int) ->
             step = torch.tensor(combo)
             walk(prefix + [step], layout.advance(state, step), p)
 
-    walk([], layout.initial_state(), 1.0)
+    walk([], layout.initial_state(prompt), 1.0)
     return out
 
 

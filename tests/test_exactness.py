@@ -94,7 +94,7 @@ def test_flat_speculation_actually_accepts_drafts():
 def naive_greedy(lm, prompt, max_steps: int) -> torch.Tensor:
     """Plain greedy decoding with no KV cache: every step recomputes the whole sequence."""
     layout, policy = lm.layout, TokenPolicy(lm.layout, GREEDY)
-    state, steps = layout.initial_state(), prompt.steps[:0]
+    state, steps = layout.initial_state(prompt), prompt.steps[:0]
     while len(steps) < max_steps and not layout.is_done(state):
         raw = full_logits(lm, prompt, steps).unsqueeze(0)
         token = policy.choose(policy.warp(raw, state, steps[:0], steps), None)[0]

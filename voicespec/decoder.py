@@ -87,7 +87,7 @@ class Generation:
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
         self.stats = DecodeStats()
         self.assembler = FrameAssembler(layout)
-        self.state = layout.initial_state()
+        self.state = layout.initial_state(prompt)
         self.n_prompt = prompt.steps.shape[0]
         self._buf = torch.empty(self.n_prompt + config.max_steps, layout.groups, dtype=torch.long)
         self._buf[: self.n_prompt] = prompt.steps

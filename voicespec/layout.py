@@ -11,7 +11,7 @@ immutable :class:`LayoutState`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -19,10 +19,16 @@ import torch
 
 @dataclass(frozen=True)
 class LayoutState:
-    """Where generation stands: steps generated so far and, once known, the number of frames."""
+    """Where generation stands: steps generated so far and, once known, the number of frames.
+
+    ``n_frames``: the utterance length when the conditioning dictates it (a frame-aligned text
+    track): then EOS is forced at exactly that frame and illegal before it, so a sampled EOS can
+    neither truncate nor overrun the text.
+    """
 
     steps: int = 0
     end_frame: int | None = None
+    n_frames: int | None = None
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,13 @@ class Prompt:
     ``text``: a conditioning prefix consumed before any step (empty for flat layouts, whose text
     ids are ordinary LM tokens and so live in ``steps``). ``steps``: ``[P, G]`` prompt steps; the
     last one is the start-of-audio step from which the first audio step is predicted.
+    ``track``: optional frame-aligned conditioning ``[N, F]``, one row per output frame (see
+    :func:`voicespec.duration.frame_track`); it fixes the utterance at ``N`` frames.
     """
 
     text: torch.Tensor
     steps: torch.Tensor
+    track: torch.Tensor | None = None
 
 
 def _check_prompt_ids(ids: Any, name: str, vocab_size: int | None = None) -> torch.Tensor:
@@ -83,7 +92,9 @@ class FlatLayout:
     def groups(self) -> int:
         return 1
 
-    def initial_state(self) -> LayoutState:
+    def initial_state(self, prompt: Prompt | None = None) -> LayoutState:
+        if prompt is not None and prompt.track is not None:
+            raise ValueError("flat layouts take no frame-aligned track")
         return LayoutState()
 
     def prompt(self, text_ids: Any) -> Prompt:
@@ -105,8 +116,8 @@ class FlatLayout:
 
     def advance(self, state: LayoutState, step: torch.Tensor) -> LayoutState:
         if state.end_frame is None and int(step[0]) == self.eos_id:
-            return LayoutState(state.steps + 1, state.steps // self.n_codebooks)
-        return LayoutState(state.steps + 1, state.end_frame)
+            return replace(state, steps=state.steps + 1, end_frame=state.steps // self.n_codebooks)
+        return replace(state, steps=state.steps + 1)
 
     def is_done(self, state: LayoutState) -> bool:
         return state.end_frame is not None
@@ -194,31 +205,36 @@ class DelayLayout:
     def max_delay(self) -> int:
         return max(self.delays)
 
-    def initial_state(self) -> LayoutState:
-        return LayoutState()
+    def initial_state(self, prompt: Prompt | None = None) -> LayoutState:
+        n = None if prompt is None or prompt.track is None else prompt.track.shape[0]
+        if n is not None and n < 1:
+            raise ValueError("a frame-aligned track needs at least one frame")
+        return LayoutState(n_frames=n)
 
-    def prompt(self, text_ids: Any) -> Prompt:
+    def prompt(self, text_ids: Any, track: torch.Tensor | None = None) -> Prompt:
         ids = _check_prompt_ids(text_ids, "text_ids")
-        return Prompt(text=ids, steps=torch.full((1, self.n_codebooks), self.bos_id))
+        return Prompt(text=ids, steps=torch.full((1, self.n_codebooks), self.bos_id), track=track)
 
     def mask(self, state: LayoutState) -> torch.Tensor:
         m = torch.zeros(self.n_codebooks, self.vocab_size, dtype=torch.bool)
-        t, end = state.steps, state.end_frame
+        t, end, n = state.steps, state.end_frame, state.n_frames
         for k, d in enumerate(self.delays):
             f = t - d
             if f < 0 or (end is not None and f >= end):
                 m[k, self.pad_id] = True
             else:
                 m[k, : self.codebook_size] = True
-        if end is None and t >= self.min_frames:
+        if end is None and (t == n if n is not None else t >= self.min_frames):
             m[0, self.eos_id] = True
+            if n is not None:
+                m[0, : self.codebook_size] = False
         return m
 
     def advance(self, state: LayoutState, step: torch.Tensor) -> LayoutState:
         end = state.end_frame
         if end is None and int(step[0]) == self.eos_id:
             end = state.steps
-        return LayoutState(state.steps + 1, end)
+        return replace(state, steps=state.steps + 1, end_frame=end)
 
     def is_done(self, state: LayoutState) -> bool:
         end = state.end_frame

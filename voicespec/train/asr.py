@@ -39,8 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import random
 import time
 import warnings
@@ -56,6 +54,7 @@ import torchaudio.transforms as T
 from torch import nn
 from torch.nn import functional as F
 
+from .common import cosine_lr_factor, hardware, save_atomic
 from ..folders import load_weights, read_config, save_folder
 from ..text import DEFAULT_ALPHABET, CharTokenizer
 
@@ -504,12 +503,6 @@ class AsrTrainConfig:
     threads: int = 0  # 0: torch's default
 
 
-def _lr_factor(step: int, trained_s: float, config: AsrTrainConfig) -> float:
-    warm = min(1.0, (step + 1) / max(config.warmup_steps, 1))
-    frac = min(1.0, trained_s / max(config.minutes * 60, 1e-9))
-    return warm * (config.final_lr_frac + (1 - config.final_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 @torch.no_grad()
 def _feature_stats(model: CtcAsr, utts: Sequence[Utterance]) -> tuple[torch.Tensor, torch.Tensor]:
     feats = torch.cat([model.log_mel(u.pcm[None])[0] for u in utts], dim=1)
@@ -545,11 +538,6 @@ def evaluate(model: CtcAsr, utts: Sequence[Utterance], examples: int = 0) -> dic
         out["examples"] = [{"ref": r, "hyp": h} for r, h in pairs[:examples]]
     return out
 
-
-def _save_atomic(obj: Any, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainConfig(),
@@ -589,7 +577,7 @@ def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainCo
             f"utterances ({sum(u.pcm.shape[0] for u in train) / model_config.sample_rate / 60:.1f} min of train audio)")
 
     def checkpoint() -> None:
-        _save_atomic({
+        save_atomic({
             "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
             "asr_config": model.config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
             "torch_rng": torch.get_rng_state(),
@@ -621,7 +609,8 @@ def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainCo
             loss = F.ctc_loss(log_probs.transpose(0, 1), targets, frame_lengths, target_lengths, blank=BLANK,
                               zero_infinity=True)
             for g in opt.param_groups:
-                g["lr"] = config.lr * _lr_factor(step, trained_s, config)
+                g["lr"] = config.lr * cosine_lr_factor(step, trained_s, config.warmup_steps, config.minutes,
+                                                            config.final_lr_frac)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -655,7 +644,7 @@ def export(out_dir: Path, data_dir: Path | None = None, heldout: Sequence[Uttera
     metrics = evaluate(model, heldout, 3) if heldout else {}
     extra = {
         "training": {"steps": state["step"], "trained_minutes": round(state["trained_s"] / 60, 1),
-                     "hardware": f"{platform.machine()} CPU x{os.cpu_count()} ({platform.processor() or 'cpu'})",
+                     "hardware": hardware(),
                      "data": str(data_dir) if data_dir else None, "recipe": "voicespec train asr",
                      "train_config": state["train_config"], "parameters": model.n_params()},
         "heldout_metrics": metrics,

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import soundfile as sf
 import torch
@@ -28,6 +25,7 @@ import torchaudio.functional as AF
 import torchaudio.transforms as T
 from torch.nn import functional as F
 
+from .common import hardware, save_atomic
 from ..codec import Codec, CodecConfig, build_encodec
 from .vq import patch_codebooks
 
@@ -138,11 +136,6 @@ def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[s
     return out
 
 
-def _save_atomic(obj: Any, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
 
 def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAULT_CODEC,
                 config: TrainConfig = TrainConfig(), log=print, init_from: Path | None = None) -> Path:
@@ -187,7 +180,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     length = int(config.segment_s * codec_config.sample_rate) // codec_config.hop_length * codec_config.hop_length
 
     def checkpoint() -> None:
-        _save_atomic({
+        save_atomic({
             "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
             "codec_config": codec_config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
             "torch_rng": torch.get_rng_state(),
@@ -246,7 +239,7 @@ def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tens
     metrics = evaluate(codec, heldout, losses) if heldout else {}
     extra = {
         "training": {"steps": state["step"], "trained_minutes": round(state["trained_s"] / 60, 1),
-                     "hardware": f"{platform.machine()} CPU x{os.cpu_count()} ({platform.processor() or 'cpu'})",
+                     "hardware": hardware(),
                      "data": str(data_dir) if data_dir else None, "recipe": "voicespec train codec",
                      "train_config": state["train_config"]},
         "heldout_metrics": metrics,

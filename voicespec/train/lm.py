@@ -1,0 +1,381 @@
+"""The default voice's codec LM and its distilled draft model: ``voicespec train lm`` / ``train draft``.
+
+Preparation (once per run folder, cached in ``OUT/prepared.pt``): every teacher utterance becomes
+its tokenizer ids, its codes ``[K, T]`` from the shipped codec, and the frames spoken for each
+character (CTC forced alignment with the in-repo recognizer, 50 Hz = the codec's frame rate, so the
+durations sum to ``T``). ``OUT/durations.jsonl`` holds the (ids, durations) items that
+``voicespec train duration`` learns from.
+
+Target: a :class:`~voicespec.codec_lm.CodecLM` in the delay layout (one step per frame) with a
+frame-aligned text track, trained by teacher forcing (cross-entropy on all K heads, embedding
+dropout, AdamW, cosine over a time budget). Held-out metrics include the loss with *another*
+utterance's track: if the model ignored the text the two would be equal.
+
+Draft: the target's first layers (embeddings, track, heads and final norm included), distilled on
+the target's full output distributions, ``KL(p || q)``: in sampling mode a drafted token is
+accepted with probability ``1 - TV(p, q)``, so matching distributions is what pays.
+
+Both follow the other recipes: ``OUT/checkpoint.pt`` rewritten atomically, ``--minutes`` a budget
+on total training time across resumes, ``OUT/metrics.jsonl``, export as an HF-style folder with
+provenance in the config (``voicespec_info``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..codec import Codec
+from ..codec_lm import END_ROW, CodecLM, CodecLMConfig
+from ..duration import frame_track
+from ..layout import DelayLayout
+from ..tiny import truncated_copy
+from .asr import align, length_batches, load_asr, load_utterances
+from .common import cosine_lr_factor, hardware, save_atomic
+
+INFO_KEY = "voicespec_info"
+
+
+@dataclass
+class Example:
+    id: str
+    ids: list[int]
+    codes: torch.Tensor  # [K, T] int16
+    durations: list[int]  # frames per id, sum T
+    split: str
+
+
+def prepare(data_dir: Path, codec: Codec, asr_dir: Path, out_dir: Path, log=print) -> list[Example]:
+    """Encode and align the corpus once; cached (a rerun with a grown corpus adds only new ids)."""
+    cache = out_dir / "prepared.pt"
+    done: dict[str, Example] = {}
+    if cache.is_file():
+        done = {e.id: e for e in (Example(**d) for d in torch.load(cache, weights_only=False)["examples"])}
+    asr = load_asr(asr_dir)
+    if asr.config.sample_rate != codec.sample_rate or asr.config.hop_length != codec.hop_length:
+        raise ValueError(f"the recognizer's frames ({asr.config.sample_rate} Hz / {asr.config.hop_length}) must be "
+                         f"the codec's ({codec.sample_rate} Hz / {codec.hop_length})")
+    out: list[Example] = []
+    t0 = time.perf_counter()
+    for split in ("train", "heldout"):
+        for u in load_utterances(data_dir, codec.sample_rate, split, asr.tokenizer, codec.hop_length):
+            if u.id not in done:
+                codes = codec.encode(u.pcm)
+                durations = align(asr, u.pcm, codec.sample_rate, u.text)
+                if sum(durations) != codes.shape[1]:
+                    raise ValueError(f"{u.id}: alignment covers {sum(durations)} frames, the codec gives {codes.shape[1]}")
+                done[u.id] = Example(u.id, u.ids, codes.to(torch.int16), durations, split)
+            out.append(done[u.id])
+    save_atomic({"examples": [asdict(e) for e in out], "asr": str(asr_dir)}, cache)
+    with (out_dir / "durations.jsonl").open("w") as f:
+        for e in out:
+            f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
+    log(f"prepared {len(out)} utterances ({sum(e.codes.shape[1] for e in out)} frames) in {time.perf_counter() - t0:.0f} s")
+    return out
+
+
+@dataclass
+class LMSequence:
+    """One utterance as the LM sees it in training: text prefix, input steps, targets, track."""
+
+    text: torch.Tensor  # [S]
+    inputs: torch.Tensor  # [L, K]: BOS, then every target step but the last
+    targets: torch.Tensor  # [L, K]
+    track: torch.Tensor  # [L, 4]
+
+
+def to_sequence(ex: Example, layout: DelayLayout, track_positions: int) -> LMSequence:
+    targets = layout.steps_for_frames(ex.codes.long())
+    bos = torch.full((1, layout.n_codebooks), layout.bos_id)
+    track = torch.tensor(END_ROW).repeat(targets.shape[0], 1)
+    track[: ex.codes.shape[1]] = frame_track(ex.ids, ex.durations, track_positions)
+    return LMSequence(torch.tensor(ex.ids), torch.cat([bos, targets[:-1]]), targets, track)
+
+
+def batch_logits(model: CodecLM, seqs: Sequence[LMSequence], dropout: float = 0.0) -> list[torch.Tensor]:
+    """Logits ``[L_i, K, V]`` at every step of each sequence, in one right-padded pass (causal
+    attention never reads the padding, so no attention mask is needed)."""
+    embs = [model.embed(s.text[None], s.inputs[None], s.track[None])[0] for s in seqs]
+    x = F.dropout(nn.utils.rnn.pad_sequence(embs, batch_first=True), dropout, model.training)
+    h = model.backbone(inputs_embeds=x).last_hidden_state
+    K, V = model.n_codebooks, model.head_vocab
+    return [model.heads(h[i, len(s.text) : len(s.text) + len(s.inputs)]).view(-1, K, V) for i, s in enumerate(seqs)]
+
+
+def ce_per_codebook(logits: Sequence[torch.Tensor], seqs: Sequence[LMSequence]) -> torch.Tensor:
+    lg = torch.cat(list(logits))
+    tg = torch.cat([s.targets for s in seqs])
+    return F.cross_entropy(lg.permute(0, 2, 1), tg, reduction="none").mean(0)  # [K]
+
+
+def kl_per_codebook(draft: Sequence[torch.Tensor], target: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``KL(p_target || q_draft)`` per codebook, averaged over steps."""
+    q = F.log_softmax(torch.cat(list(draft)), -1)
+    p = F.log_softmax(torch.cat(list(target)), -1)
+    return (p.exp() * (p - q)).sum(-1).mean(0)
+
+
+def tv_per_codebook(draft: Sequence[torch.Tensor], target: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Total variation per codebook: ``1 - TV`` is the sampling-mode acceptance of one token."""
+    q = F.softmax(torch.cat(list(draft)), -1)
+    p = F.softmax(torch.cat(list(target)), -1)
+    return 0.5 * (p - q).abs().sum(-1).mean(0)
+
+
+def wrong_text(seq: LMSequence, other: LMSequence) -> LMSequence:
+    """``seq``'s audio with ``other``'s text and track (cycled to length): a text-blind model
+    would score it as well as the right text."""
+    idx = torch.arange(seq.track.shape[0]) % other.track.shape[0]
+    return LMSequence(other.text, seq.inputs, seq.targets, other.track[idx])
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+def default_target_config(codec: Codec, text_vocab: int, **kw: Any) -> CodecLMConfig:
+    """6 x 256 Llama, MusicGen delays, 16 track positions: ~7 M parameters, faster than real
+    time on 2 CPU cores with speculation off."""
+    base = dict(text_vocab_size=text_vocab, n_codebooks=codec.n_codebooks, codebook_size=codec.codebook_size,
+                delays=list(range(codec.n_codebooks)), track_positions=16, hidden_size=256, num_hidden_layers=6,
+                num_attention_heads=4, num_key_value_heads=4, intermediate_size=768, max_position_embeddings=4096)
+    base.update(kw)
+    return CodecLMConfig(**base)
+
+
+@dataclass(frozen=True)
+class LMTrainConfig:
+    batch_steps: int = 3000  # padded steps (frames) per batch
+    lr: float = 1.5e-3
+    weight_decay: float = 0.1
+    dropout: float = 0.1  # on the input embeddings
+    warmup_steps: int = 100
+    final_lr_frac: float = 0.05
+    minutes: float = 45.0  # total training wall time across resumes
+    checkpoint_every_s: float = 180.0
+    eval_every_steps: int = 200
+    log_every_steps: int = 25
+    seed: int = 0
+    threads: int = 0  # 0: torch's default
+
+
+# --- training ------------------------------------------------------------------------------------
+
+class _Run:
+    """Checkpointed, resumable, time-budgeted loop shared by the target and the draft recipe."""
+
+    def __init__(self, out_dir: Path, model: CodecLM, config: LMTrainConfig, kind: str, log=print) -> None:
+        self.out_dir, self.model, self.config, self.kind, self.log = out_dir, model, config, kind, log
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.ckpt = out_dir / "checkpoint.pt"
+        self.rng = random.Random(config.seed)
+        torch.manual_seed(config.seed)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.step, self.trained_s = 0, 0.0
+        if self.ckpt.is_file():
+            state = torch.load(self.ckpt, weights_only=False)
+            model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+            self.step, self.trained_s = state["step"], state["trained_s"]
+            self.rng.setstate(state["rng"])
+            torch.set_rng_state(state["torch_rng"])
+            log(f"resumed {kind} at step {self.step} ({self.trained_s / 60:.1f} min trained)")
+
+    def save(self) -> None:
+        save_atomic({"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
+                     "trained_s": self.trained_s, "model_config": self.model.config.to_dict(),
+                     "train_config": asdict(self.config), "rng": self.rng.getstate(),
+                     "torch_rng": torch.get_rng_state()}, self.ckpt)
+
+    def loop(self, train: Sequence[LMSequence], loss_fn, evaluate) -> None:
+        """``loss_fn(batch) -> (loss, per-codebook tensor)``; ``evaluate() -> dict``."""
+        c = self.config
+        last_ckpt = time.perf_counter()
+        batches: list[list[int]] = []
+        with (self.out_dir / "metrics.jsonl").open("a") as metrics:
+
+            def record(rec: dict[str, Any]) -> None:
+                metrics.write(json.dumps(rec) + "\n")
+                metrics.flush()
+                self.log(json.dumps(rec))
+
+            self.model.train()
+            while self.trained_s < c.minutes * 60:
+                t0 = time.perf_counter()
+                if not batches:
+                    batches = length_batches([s.inputs.shape[0] + s.text.shape[0] for s in train], c.batch_steps, self.rng)
+                batch = [train[i] for i in batches.pop()]
+                loss, per_cb = loss_fn(batch)
+                for g in self.opt.param_groups:
+                    g["lr"] = c.lr * cosine_lr_factor(self.step, self.trained_s, c.warmup_steps, c.minutes, c.final_lr_frac)
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                grad = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.opt.step()
+                self.step += 1
+                self.trained_s += time.perf_counter() - t0
+                if self.step % c.log_every_steps == 0:
+                    record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "loss": loss.item(),
+                            "per_codebook": [round(x, 3) for x in per_cb.tolist()], "grad_norm": float(grad),
+                            "lr": self.opt.param_groups[0]["lr"]})
+                if self.step % c.eval_every_steps == 0:
+                    self.model.eval()
+                    record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "heldout": evaluate()})
+                    self.model.train()
+                if time.perf_counter() - last_ckpt > c.checkpoint_every_s:
+                    self.save()
+                    last_ckpt = time.perf_counter()
+        self.save()
+        self.model.eval()
+
+    def export(self, folder: str, info: dict[str, Any]) -> Path:
+        path = self.out_dir / folder
+        setattr(self.model.config, INFO_KEY, {
+            "recipe": f"voicespec train {self.kind}", "steps": self.step, "trained_minutes": round(self.trained_s / 60, 1),
+            "hardware": hardware(), "train_config": asdict(self.config), "parameters": self.model.num_parameters(),
+            **info,
+        })
+        self.model.save_pretrained(path)
+        return path
+
+
+def _split(examples: Sequence[Example], layout: DelayLayout, positions: int) -> tuple[list[LMSequence], list[LMSequence]]:
+    train = [to_sequence(e, layout, positions) for e in examples if e.split == "train"]
+    heldout = [to_sequence(e, layout, positions) for e in examples if e.split == "heldout"]
+    if not train or not heldout:
+        raise ValueError("need both train and held-out utterances")
+    return train, heldout
+
+
+@torch.no_grad()
+def heldout_ce(model: CodecLM, heldout: Sequence[LMSequence]) -> dict[str, Any]:
+    right = ce_per_codebook(batch_logits(model, heldout), heldout)
+    shuffled = [wrong_text(s, heldout[(i + 1) % len(heldout)]) for i, s in enumerate(heldout)]
+    wrong = ce_per_codebook(batch_logits(model, shuffled), shuffled)
+    return {"ce": round(right.mean().item(), 4), "per_codebook": [round(x, 3) for x in right.tolist()],
+            "ce_wrong_text": round(wrong.mean().item(), 4),
+            "text_gain_nats": round((wrong - right).mean().item(), 4)}
+
+
+def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path, out_dir: Path, config: LMTrainConfig = LMTrainConfig(),
+                 model_config: CodecLMConfig | None = None, log=print) -> Path:
+    """Prepare (cached), train or resume the target until the budget is spent, export ``OUT/target``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    codec = Codec.from_folder(codec_dir)
+    examples = prepare(Path(data_dir), codec, Path(asr_dir), out_dir, log)
+    if (out_dir / "checkpoint.pt").is_file():
+        model_config = CodecLMConfig.from_dict(torch.load(out_dir / "checkpoint.pt", weights_only=False)["model_config"])
+    elif model_config is None:
+        model_config = default_target_config(codec, load_asr(asr_dir).tokenizer.vocab_size)
+    model = CodecLM(model_config)
+    train, heldout = _split(examples, model_config.layout, model_config.track_positions)
+    run = _Run(out_dir, model, config, "lm", log)
+    if run.step == 0:
+        log(f"new target: {model.num_parameters() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} "
+            f"held-out utterances ({sum(s.inputs.shape[0] for s in train)} train frames)")
+
+    def loss_fn(batch: Sequence[LMSequence]) -> tuple[torch.Tensor, torch.Tensor]:
+        per_cb = ce_per_codebook(batch_logits(model, batch, config.dropout), batch)
+        return per_cb.mean(), per_cb.detach()
+
+    run.loop(train, loss_fn, lambda: heldout_ce(model, heldout))
+    return run.export("target", {"data": str(data_dir), "codec": str(codec_dir), "asr": str(asr_dir),
+                                 "heldout_metrics": heldout_ce(model, heldout)})
+
+
+def draft_from_target(target: CodecLM, n_layers: int) -> CodecLM:
+    """The target's first ``n_layers`` with its embeddings, track, heads and final norm."""
+    return truncated_copy(target, n_layers, "backbone.layers")
+
+
+def train_draft(run_dir: Path, target_dir: Path, out_dir: Path, n_layers: int = 1,
+                config: LMTrainConfig = LMTrainConfig(minutes=15.0), log=print) -> Path:
+    """Distil a ``n_layers`` draft from the target on the prepared corpus of ``run_dir``."""
+    out_dir = Path(out_dir)
+    target = CodecLM.from_pretrained(str(target_dir)).eval()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    examples = [Example(**d) for d in torch.load(Path(run_dir) / "prepared.pt", weights_only=False)["examples"]]
+    draft = draft_from_target(target, n_layers)
+    for p in draft.parameters():
+        p.requires_grad_(True)
+    train, heldout = _split(examples, target.config.layout, target.config.track_positions)
+    run = _Run(out_dir, draft, config, "draft", log)
+
+    def loss_fn(batch: Sequence[LMSequence]) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            p = batch_logits(target, batch)
+        per_cb = kl_per_codebook(batch_logits(draft, batch, config.dropout), p)
+        return per_cb.mean(), per_cb.detach()
+
+    @torch.no_grad()
+    def evaluate() -> dict[str, Any]:
+        q, p = batch_logits(draft, heldout), batch_logits(target, heldout)
+        tv = tv_per_codebook(q, p)
+        return {"kl": round(kl_per_codebook(q, p).mean().item(), 4),
+                "acceptance_per_codebook": [round(1 - x, 3) for x in tv.tolist()]}
+
+    if run.step == 0:
+        log(f"new draft: {n_layers} of {target.config.num_hidden_layers} layers, "
+            f"{draft.num_parameters() / 1e6:.2f} M parameters; before distillation {evaluate()}")
+    run.loop(train, loss_fn, evaluate)
+    return run.export("draft", {"target": str(target_dir), "distilled_layers": n_layers, "heldout_metrics": evaluate()})
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def _budget_args(p: argparse.ArgumentParser, minutes: float) -> None:
+    p.add_argument("--minutes", type=float, default=minutes, help="total training time budget (across resumes)")
+    p.add_argument("--batch-steps", type=int, default=LMTrainConfig.batch_steps, help="padded frames per batch")
+    p.add_argument("--lr", type=float, default=LMTrainConfig.lr)
+    p.add_argument("--eval-every", type=int, default=LMTrainConfig.eval_every_steps)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+
+
+def _train_config(args: argparse.Namespace) -> LMTrainConfig:
+    return LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr,
+                         eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads)
+
+
+def add_lm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
+    p.add_argument("--codec", required=True, help="codec folder whose codes the LM speaks")
+    p.add_argument("--asr", required=True, help="CTC recognizer folder for forced alignment (`voicespec train asr`)")
+    p.add_argument("--out", required=True, help="run folder: prepared data, checkpoint, metrics, OUT/target")
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--hidden", type=int, default=256)
+    _budget_args(p, LMTrainConfig.minutes)
+
+
+def run_lm(args: argparse.Namespace) -> int:
+    codec = Codec.from_folder(args.codec)
+    model_config = default_target_config(codec, load_asr(args.asr).tokenizer.vocab_size, num_hidden_layers=args.layers,
+                                         hidden_size=args.hidden, intermediate_size=3 * args.hidden)
+    folder = train_target(Path(args.data), Path(args.codec), Path(args.asr), Path(args.out), _train_config(args), model_config)
+    print(f"exported {folder}")
+    return 0
+
+
+def add_draft_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="the target's run folder (its prepared.pt is the training data)")
+    p.add_argument("--target", required=True, help="target LM folder to distil from")
+    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, OUT/draft")
+    p.add_argument("--layers", type=int, default=1, help="target layers the draft keeps")
+    _budget_args(p, 15.0)
+
+
+def run_draft(args: argparse.Namespace) -> int:
+    folder = train_draft(Path(args.run), Path(args.target), Path(args.out), args.layers, _train_config(args))
+    print(f"exported {folder}")
+    return 0
