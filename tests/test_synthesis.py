@@ -113,3 +113,31 @@ def test_voice_folder_checks(tiny_voice_dir, tmp_path):
     with pytest.raises(ValueError, match="corrupt"):
         Voice.load(bad)
     assert codec_cfg["n_codebooks"] == 4
+
+
+@pytest.fixture(scope="module")
+def aligned_voice(tmp_path_factory):
+    from voicespec.tiny import build_tiny_voice
+
+    return Voice.load(build_tiny_voice(tmp_path_factory.mktemp("voices") / "aligned", layout="aligned"))
+
+
+def test_aligned_voice_speaks_exactly_its_predicted_durations(aligned_voice):
+    """Each sentence lasts the frames its duration prediction gives (EOS is forced there), and
+    speculation changes no token."""
+    expected = sum(sum(aligned_voice.duration.predict(ids)) for _, ids in aligned_voice.frontend.sentences(TEXT))
+    plain, frames = _run(aligned_voice, DecodeConfig(SamplingConfig(temperature=0), gamma=0), "none")
+    assert sum(f.shape[1] for f in frames) == expected
+    for drafter in ("ngram", "draft-model"):
+        _, spec_frames = _run(aligned_voice, DecodeConfig(SamplingConfig(temperature=0), gamma=3), drafter)
+        assert all(torch.equal(a, b) for a, b in zip(spec_frames, frames))
+    faster = aligned_voice.prompt(aligned_voice.frontend.sentences("Hello there.")[0][1], rate=2.0)
+    slower = aligned_voice.prompt(aligned_voice.frontend.sentences("Hello there.")[0][1], rate=0.5)
+    assert faster.track.shape[0] < slower.track.shape[0]
+
+
+def test_voice_parts_must_agree_about_the_track(aligned_voice, tiny_voice):
+    with pytest.raises(ValueError, match="needs a duration predictor"):
+        Voice(aligned_voice.config, aligned_voice.codec, aligned_voice.target, {}, None)
+    with pytest.raises(ValueError, match="takes no track"):
+        Voice(tiny_voice.config, tiny_voice.codec, tiny_voice.target, {}, aligned_voice.duration)

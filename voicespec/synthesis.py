@@ -16,6 +16,7 @@ import torch
 
 from .audio import StreamingResampler
 from .decoder import DecodeConfig, SpecDecoder
+from .layout import Prompt
 from .stats import DecodeStats
 from .voice import Voice
 
@@ -97,10 +98,11 @@ class SynthesisStream:
     def cancel(self) -> None:
         self.cancelled = True
 
-    def _config(self, i: int, n_chars: int) -> DecodeConfig:
+    def _config(self, i: int, n_chars: int, prompt: Prompt) -> DecodeConfig:
         base = self.options.decode
         seed = None if base.seed is None else base.seed + i
-        max_steps = self.voice.target.layout.steps_for_frames_count(self.voice.max_frames(n_chars))
+        frames = self.voice.max_frames(n_chars) if prompt.track is None else prompt.track.shape[0]
+        max_steps = self.voice.target.layout.steps_for_frames_count(frames)
         return replace(base, seed=seed, max_steps=min(base.max_steps, max_steps))
 
     def _emit(self, pcm: torch.Tensor, sentence: int) -> AudioChunk | None:
@@ -117,7 +119,8 @@ class SynthesisStream:
         decoder = codec.streaming_decoder()
         resampler = StreamingResampler(codec.sample_rate, s.sample_rate)
         for i, (sentence, ids) in enumerate(self.sentences):
-            gen = self.decoder.generate(self.voice.prompt(ids), self._config(i, len(sentence)))
+            prompt = self.voice.prompt(ids)
+            gen = self.decoder.generate(prompt, self._config(i, len(sentence), prompt))
             s.sentences += 1
             self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
             while not gen.done and not self.cancelled:

@@ -8,6 +8,7 @@ so the pair agrees often enough to exercise long accepted runs.
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 import torch
@@ -15,6 +16,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from .codec import Codec, CodecConfig
 from .codec_lm import CodecLM, CodecLMConfig, CodecStepLM
+from .duration import DurationConfig, DurationModel
 from .layout import FlatLayout
 from .lm import HFCausalLM
 from .loading import attach_layout
@@ -92,9 +94,21 @@ TINY_CODEC = CodecConfig(
 )
 
 
+def tiny_duration(seed: int = 0, frames_per_char: float = 4.0) -> DurationModel:
+    """A random duration predictor whose output sits near ``frames_per_char``."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = DurationModel(DurationConfig(embed_dim=16, conv_channels=16, conv_layers=1, hidden=8))
+    with torch.no_grad():
+        model.head.bias.fill_(math.log1p(frames_per_char))
+    return model.eval()
+
+
 def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> Path:
     """Write a complete random-weight voice folder (codec, target, a draft model): 24 kHz, 50 Hz,
-    4 codebooks of 64. It babbles, but every stage from text to PCM runs for real."""
+    4 codebooks of 64. It babbles, but every stage from text to PCM runs for real. ``aligned``:
+    the delay layout with a frame-aligned text track and a duration predictor, as the default
+    voice is built."""
     out = Path(out)
     tokenizer = CharTokenizer()
     codec = Codec.random(TINY_CODEC, seed=seed)
@@ -102,17 +116,22 @@ def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> P
     if layout == "flat":
         target = tiny_flat(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size)
         draft, text_offset = flat_draft(target), 3
-    elif layout == "delay":
-        target = tiny_codec_lm(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size)
+    elif layout in ("delay", "aligned"):
+        target = tiny_codec_lm(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size,
+                               track_positions=8 if layout == "aligned" else 0)
         draft, text_offset = codec_draft(target), 0
     else:
-        raise ValueError(f"unknown layout {layout!r} (flat or delay)")
+        raise ValueError(f"unknown layout {layout!r} (flat, delay or aligned)")
+    duration = None
+    if layout == "aligned":
+        duration = "duration"
+        tiny_duration(seed).save(out / duration)
     codec.save(out / "codec")
     target.model.save_pretrained(out / "target")
     draft.model.save_pretrained(out / "drafters" / "draft-model")
     config = VoiceConfig(
         name=f"tiny-{layout}", tokenizer=tokenizer.to_dict(), text_offset=text_offset,
-        sampling={"temperature": 0.8, "top_k": 20}, max_frames_per_char=4, min_max_frames=40,
+        sampling={"temperature": 0.8, "top_k": 20}, max_frames_per_char=4, min_max_frames=40, duration=duration,
         info={"weights": "random (seed %d); for tests and smoke runs, not speech" % seed},
     )
     Voice.write_config(out, config)

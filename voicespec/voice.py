@@ -4,6 +4,7 @@
 voice.json      name, tokenizer, text id offset, sampling defaults, sub-folders, provenance
 codec/          the codec (config.json + model.safetensors)
 target/         the codec LM
+duration/       the duration predictor, for a target conditioned on a frame-aligned text track
 drafters/NAME/  draft models shipped with the voice (optional)
 ```
 Loading checks that the parts fit together (codebooks, vocabulary) so a mismatch is one clear
@@ -19,6 +20,7 @@ from typing import Any
 
 from .codec import Codec
 from .drafters import Drafter, ModelDrafter, NGramDrafter
+from .duration import DurationModel, frame_track, load_duration
 from .layout import FlatLayout, Prompt
 from .lm import StepLM
 from .loading import load_step_lm
@@ -26,6 +28,7 @@ from .sampling import SamplingConfig
 from .text import FrontEnd, tokenizer_from_dict
 
 VOICE_FILE = "voice.json"
+DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped in models/, used when none is named
 
 
 @dataclass(frozen=True)
@@ -38,15 +41,19 @@ class VoiceConfig:
     default_drafter: str = "ngram"
     max_frames_per_char: int = 25  # runaway guard: no sentence decodes longer than this
     min_max_frames: int = 100
+    duration: str | None = None  # sub-folder of the duration predictor (aligned targets)
+    speaking_rate: float = 1.0  # > 1 speaks faster (aligned targets)
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
 
 
 class Voice:
-    def __init__(self, config: VoiceConfig, codec: Codec, target: StepLM, draft_dirs: dict[str, Path]) -> None:
+    def __init__(self, config: VoiceConfig, codec: Codec, target: StepLM, draft_dirs: dict[str, Path],
+                 duration: DurationModel | None = None) -> None:
         self.config = config
         self.codec = codec
         self.target = target
         self.draft_dirs = draft_dirs
+        self.duration = duration
         self.tokenizer = tokenizer_from_dict(config.tokenizer)
         self.frontend = FrontEnd(self.tokenizer)
         self._drafters: dict[str, Drafter] = {}
@@ -56,6 +63,13 @@ class Voice:
                 f"voice {config.name!r}: the LM speaks {layout.n_codebooks}x{layout.codebook_size} codes "
                 f"but the codec has {codec.n_codebooks}x{codec.codebook_size}"
             )
+        positions = getattr(getattr(target, "model", None), "config", None)
+        self.track_positions = getattr(positions, "track_positions", 0)
+        if bool(self.track_positions) != (duration is not None):
+            need = "needs a duration predictor" if self.track_positions else "has a duration predictor but its target takes no track"
+            raise ValueError(f"voice {config.name!r} {need}")
+        if not config.speaking_rate > 0:
+            raise ValueError(f"voice {config.name!r}: speaking_rate must be positive, got {config.speaking_rate}")
         text_vocab = self._text_vocab()
         if config.text_offset + self.tokenizer.vocab_size > text_vocab:
             raise ValueError(f"voice {config.name!r}: tokenizer ids exceed the LM's text vocabulary ({text_vocab})")
@@ -74,8 +88,14 @@ class Voice:
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(**self.config.sampling)
 
-    def prompt(self, token_ids: list[int]) -> Prompt:
-        return self.target.layout.prompt([self.config.text_offset + i for i in token_ids])
+    def prompt(self, token_ids: list[int], rate: float | None = None) -> Prompt:
+        """The LM prompt for one sentence; an aligned target also gets its frame-aligned track from
+        the predicted durations (``rate`` > 1 speaks faster; default: the voice's own)."""
+        ids = [self.config.text_offset + i for i in token_ids]
+        if self.duration is None:
+            return self.target.layout.prompt(ids)
+        durations = self.duration.predict(token_ids, rate or self.config.speaking_rate)
+        return self.target.layout.prompt(ids, track=frame_track(ids, durations, self.track_positions))
 
     def max_frames(self, n_chars: int) -> int:
         return max(self.config.min_max_frames, self.config.max_frames_per_char * n_chars)
@@ -109,7 +129,9 @@ class Voice:
             raise ValueError(f"{cfg_file}: invalid voice config ({e})") from None
         drafters_dir = path / "drafters"
         draft_dirs = {d.name: d for d in sorted(drafters_dir.iterdir()) if d.is_dir()} if drafters_dir.is_dir() else {}
-        return cls(config, Codec.from_folder(path / "codec", device), load_step_lm(str(path / "target")), draft_dirs)
+        duration = load_duration(path / config.duration) if config.duration else None
+        return cls(config, Codec.from_folder(path / "codec", device), load_step_lm(str(path / "target")), draft_dirs,
+                   duration)
 
     @staticmethod
     def write_config(path: str | Path, config: VoiceConfig) -> None:
@@ -119,10 +141,10 @@ class Voice:
 
 
 def resolve_voice(spec: str | None, voices_dir: Path) -> Path:
-    """A voice folder from a path or a name under ``voices_dir`` (None: the default voice)."""
+    """A voice folder from a path or a name under ``voices_dir`` (None or "default": the default voice)."""
     if spec and Path(spec).exists():
         return Path(spec)
-    name = spec or "default"
+    name = DEFAULT_VOICE if spec in (None, "default") else spec
     candidate = voices_dir / name
     if candidate.is_dir():
         return candidate

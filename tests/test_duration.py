@@ -1,0 +1,253 @@
+"""Durations: the frame-aligned text track, cumulative rounding, the predictor's folder, and a
+tiny end-to-end training run (resume, export, load, predict) on synthetic items."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from voicespec.duration import (
+    DurationConfig, DurationModel, DurationTrainConfig, add_duration_args, char_mean_baseline, check_items,
+    cumulative_round, duration_errors, frame_track, load_duration, read_items, run_duration, train_duration,
+)
+from voicespec.text import CharTokenizer
+
+TOK = CharTokenizer()
+TINY = DurationConfig(embed_dim=16, conv_channels=16, conv_layers=1, hidden=16, dropout=0.0)
+
+
+# --- frame_track ---------------------------------------------------------------------------------
+
+def test_frame_track_hand_worked():
+    track = frame_track([5, 6, 7], [2, 0, 1], max_pos=8)
+    assert track.dtype == torch.long and track.shape == (3, 4)
+    assert track.tolist() == [[5, 7, 0, 1], [5, 7, 1, 0], [7, 0, 0, 0]]  # 6 has no frames: never seen
+
+
+def test_frame_track_positions_and_clamping():
+    track = frame_track([3, 4], [5, 2], max_pos=3)
+    assert track.tolist() == [
+        [3, 4, 0, 2], [3, 4, 1, 2], [3, 4, 2, 2], [3, 4, 2, 1], [3, 4, 2, 0],  # since/until clamp at 2
+        [4, 0, 0, 1], [4, 0, 1, 0],
+    ]
+    assert frame_track([3, 4], [5, 2], max_pos=1)[:, 2:].abs().sum() == 0  # max_pos 1: positions all 0
+
+
+def test_frame_track_zero_durations_at_the_ends_and_empty():
+    assert frame_track([1, 2, 3, 4], [0, 1, 1, 0], 4).tolist() == [[2, 3, 0, 0], [3, 0, 0, 0]]
+    assert frame_track([], [], 4).shape == (0, 4)
+    assert frame_track([1, 2], [0, 0], 4).shape == (0, 4)
+
+
+def test_frame_track_accepts_numpy_and_torch_integers():
+    ref = frame_track([5, 6], [2, 1], 4)
+    assert torch.equal(frame_track(np.array([5, 6]), np.array([2, 1]), 4), ref)
+    assert torch.equal(frame_track(torch.tensor([5, 6]), torch.tensor([2, 1]), 4), ref)
+
+
+def test_frame_track_matches_a_per_frame_loop():
+    rng = random.Random(0)
+    for _ in range(20):
+        n = rng.randint(1, 12)
+        ids = [rng.randint(1, 36) for _ in range(n)]
+        durs = [rng.choice([0, 1, 2, 3, 7]) for _ in range(n)]
+        kept = [(u, d) for u, d in zip(ids, durs) if d]
+        rows = []
+        for k, (u, d) in enumerate(kept):
+            nxt = kept[k + 1][0] if k + 1 < len(kept) else 0
+            rows += [[u, nxt, min(f, 4), min(d - 1 - f, 4)] for f in range(d)]
+        assert frame_track(ids, durs, 5).tolist() == rows
+
+
+@pytest.mark.parametrize("ids, durs, max_pos, match", [
+    ([1, 2], [1], 4, "differ in length"),
+    ([1, 2], [1, -1], 4, "non-negative"),
+    ([1, -2], [1, 1], 4, "non-negative"),
+    ([1, 2], [1.5, 1], 4, "non-negative integers"),
+    ([1, 2], [True, 1], 4, "non-negative integers"),
+    ([1, 2], [1, 1], 0, "max_pos"),
+    ([1, 2], [1, 1], 2.0, "max_pos"),
+])
+def test_frame_track_bad_inputs(ids, durs, max_pos, match):
+    with pytest.raises(ValueError, match=match):
+        frame_track(ids, durs, max_pos)
+
+
+# --- rounding ------------------------------------------------------------------------------------
+
+def test_cumulative_round_keeps_the_total_exact():
+    assert cumulative_round([0.4] * 10) == [0, 1, 0, 1, 0, 0, 1, 0, 1, 0]  # naive rounding: all 0
+    assert sum(cumulative_round([0.4] * 10)) == 4
+    assert cumulative_round([2.5, 2.5]) == [3, 2]  # half up on the running sum
+    assert cumulative_round([]) == []
+    rng = random.Random(1)
+    for _ in range(200):
+        values = [rng.uniform(0, 9) for _ in range(rng.randint(1, 60))]
+        out = cumulative_round(values)
+        assert sum(out) == round(sum(values)) or abs(sum(out) - sum(values)) == pytest.approx(0.5)
+        running = 0.0
+        for k, v in enumerate(values):  # every prefix within half a frame: no drift
+            running += v
+            assert abs(sum(out[: k + 1]) - running) <= 0.5 + 1e-9
+        assert min(out) >= 0
+
+
+@pytest.mark.parametrize("bad", [[-0.1], [float("nan")], [float("inf")]])
+def test_cumulative_round_rejects_bad_values(bad):
+    with pytest.raises(ValueError):
+        cumulative_round(bad)
+
+
+# --- model ---------------------------------------------------------------------------------------
+
+def test_forward_shapes_and_padding_do_not_change_predictions():
+    torch.manual_seed(0)
+    model = DurationModel(TINY).eval()
+    a, b = TOK.encode("hello there"), TOK.encode("hi")
+    ids = torch.zeros(2, len(a), dtype=torch.long)
+    ids[0], ids[1, : len(b)] = torch.tensor(a), torch.tensor(b)
+    with torch.no_grad():
+        out = model(ids, torch.tensor([len(a), len(b)]))
+        alone = model(torch.tensor([b]))
+    assert out.shape == (2, len(a))
+    assert torch.allclose(out[1, : len(b)], alone[0], atol=1e-5)
+    assert out[1, len(b):].abs().sum() == 0
+
+
+def test_predict_total_rate_and_bad_inputs():
+    torch.manual_seed(0)
+    model = DurationModel(TINY)
+    ids = TOK.encode("the quick brown fox")
+    frames = model.frames(ids)
+    durs = model.predict(ids)
+    assert len(durs) == len(ids) and min(durs) >= 0
+    assert sum(durs) == max(1, int(np.floor(sum(frames) + 0.5)))
+    fast = model.predict(ids, rate=2.0)
+    assert sum(fast) == max(1, int(np.floor(sum(frames) / 2 + 0.5)))
+    assert sum(model.predict(ids[:1], rate=1e6)) == 1  # never zero frames for non-empty text
+    assert model.predict([]) == []
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="rate"):
+            model.predict(ids, rate=bad)
+    for bad_ids in ([0, 1], [1, TINY.vocab_size], [1.0]):
+        with pytest.raises(ValueError, match="character ids"):
+            model.predict(bad_ids)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="odd"):
+        DurationConfig(conv_kernel=4)
+    with pytest.raises(ValueError, match="alphabet"):
+        DurationConfig(alphabet="aa")
+    with pytest.raises(ValueError, match="frame_rate"):
+        DurationConfig(frame_rate=0)
+
+
+def test_folder_round_trip_and_wrong_folder(tmp_path):
+    torch.manual_seed(0)
+    model = DurationModel(TINY)
+    model.save(tmp_path / "d")
+    back = load_duration(tmp_path / "d")
+    ids = TOK.encode("round trip")
+    assert back.config == TINY and back.frames(ids) == model.frames(ids)
+    cfg = json.loads((tmp_path / "d" / "config.json").read_text())
+    cfg["model_type"] = "voicespec_ctc_asr"
+    (tmp_path / "d" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="not a voicespec duration config"):
+        load_duration(tmp_path / "d")
+    with pytest.raises(FileNotFoundError):
+        load_duration(tmp_path / "missing")
+
+
+def test_check_items_and_metrics():
+    assert check_items([(np.array([1, 2]), [1, 0])], 37) == [([1, 2], [1, 0])]
+    for bad, match in [
+        (([1, 2], [1]), "as many"), (([], []), "as many"), (([0, 2], [1, 1]), "in 1..36"),
+        (([1, 2], [1, -1]), "non-negative"), (([1, 2], [0, 0]), "sum to 0"), (5, "expected"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            check_items([bad], 37)
+    m = duration_errors([([2, 2], [1, 3]), ([5], [4])])
+    assert m["mae_frames_per_char"] == pytest.approx(3 / 3)
+    assert m["length_rel_error_median"] == pytest.approx(0.125)  # median of 0 and 0.25
+    assert m["length_rel_bias_mean"] == pytest.approx(0.125)
+    assert char_mean_baseline([([1, 2, 1], [2, 5, 4])]) == {1: 3.0, 2: 5.0}
+
+
+# --- training ------------------------------------------------------------------------------------
+
+def _synthetic_items(n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Durations that depend on the character: vowels long, consonants short, spaces 1, and
+    punctuation a long pause."""
+    rng = random.Random(seed)
+    words = ["cat", "sat", "on", "the", "mat", "go", "see", "tree", "aha", "bob"]
+    items = []
+    for _ in range(n):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(2, 5))) + rng.choice([".", ",", ""])
+        durs = [6 if c in "aeiou" else 1 if c == " " else 10 if c in ".," else 3 for c in text]
+        items.append((TOK.encode(text), durs))
+    return items
+
+
+def test_training_end_to_end(tmp_path):
+    torch.manual_seed(0)
+    train, heldout = _synthetic_items(64, 0), _synthetic_items(8, 1)
+    cfg = DurationTrainConfig(batch_size=8, lr=1e-2, warmup_steps=5, minutes=5.0, max_steps=60, eval_every_steps=30,
+                              log_every_steps=5, checkpoint_every_s=1e9)
+    logs: list[str] = []
+    folder = train_duration(train, heldout, tmp_path, replace(cfg, max_steps=30), TINY, log=logs.append)
+    assert (tmp_path / "checkpoint.pt").is_file() and not (tmp_path / "checkpoint.tmp").exists()
+    folder = train_duration(train, heldout, tmp_path, cfg, TINY, log=logs.append, source="synthetic")
+    assert any(line.startswith("resumed at step 30") for line in logs)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert [r["step"] for r in records if "loss" in r] == list(range(5, 61, 5))
+    assert sum(losses[-3:]) / 3 < 0.5 * sum(losses[:2]) / 2  # the loss falls
+
+    model = load_duration(folder)
+    extra = model.config.extra
+    assert extra["training"]["steps"] == 60 and extra["training"]["data"] == "synthetic"
+    metrics = extra["heldout_metrics"]
+    assert metrics["utterances"] == 8 and set(metrics["char_mean_baseline"]) >= {"mae_frames_per_char"}
+    assert metrics["mae_frames_per_char"] < 2.0 and metrics["length_rel_error_median"] < 0.3
+    ids = TOK.encode("the cat sat.")
+    durs = model.predict(ids)
+    assert len(durs) == len(ids)
+    vowel = durs[ids.index(TOK.encode("a")[0])]
+    space = durs[ids.index(TOK.encode(" ")[0])]
+    assert vowel > space  # it learned something about characters
+    track = frame_track(ids, durs, 16)
+    assert track.shape == (sum(durs), 4)
+
+
+def test_training_rejects_bad_items(tmp_path):
+    with pytest.raises(ValueError, match=r"items\[1\]"):
+        train_duration([([1], [1]), ([1, 2], [1])], [], tmp_path, DurationTrainConfig(max_steps=1), TINY)
+    with pytest.raises(ValueError, match="no training items"):
+        train_duration([], [], tmp_path, DurationTrainConfig(max_steps=1), TINY)
+
+
+def test_read_items_and_cli(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "items.jsonl"
+    rows = [{"ids": ids, "durations": d, "split": "heldout" if k % 4 == 0 else "train"}
+            for k, (ids, d) in enumerate(_synthetic_items(12, 2))]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    train, heldout = read_items(path)
+    assert len(train) == 9 and len(heldout) == 3
+    p = argparse.ArgumentParser()
+    add_duration_args(p)
+    args = p.parse_args(["--items", str(path), "--out", str(tmp_path / "run"), "--minutes", "0.002", "--threads", "1"])
+    assert run_duration(args) == 0
+    assert "exported" in capsys.readouterr().out and (tmp_path / "run" / "duration" / "model.safetensors").is_file()
+    path.write_text('{"ids": [1], "durations": [1], "split": "dev"}\n')
+    with pytest.raises(ValueError, match="split"):
+        read_items(path)
+    path.write_text('{"ids": [1]}\n')
+    with pytest.raises(ValueError, match=":1:"):
+        read_items(path)

@@ -1,0 +1,72 @@
+"""The codec LM and draft recipes end to end on tiny settings: prepare, train, resume, export, load."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from test_train_asr import _fake_corpus
+from voicespec.codec import Codec
+from voicespec.codec_lm import CodecLM
+from voicespec.decoder import DecodeConfig, SpecDecoder
+from voicespec.duration import frame_track
+from voicespec.drafters import ModelDrafter
+from voicespec.loading import load_step_lm
+from voicespec.sampling import SamplingConfig
+from voicespec.tiny import TINY_CODEC
+from voicespec.train.asr import AsrConfig, CtcAsr
+from voicespec.train.lm import LMTrainConfig, default_target_config, train_draft, train_target
+
+QUIET = dict(log=lambda s: None)
+
+
+def _setup(tmp_path):
+    _fake_corpus(tmp_path / "data")
+    codec = Codec.random(TINY_CODEC, seed=0)
+    codec.save(tmp_path / "codec")
+    asr = CtcAsr(AsrConfig(sample_rate=codec.sample_rate, hop_length=codec.hop_length, n_fft=2 * codec.hop_length,
+                           conv_channels=8, conv_layers=1, hidden=8, layers=1))
+    asr.save(tmp_path / "asr")
+    model_config = default_target_config(codec, asr.tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=2, intermediate_size=64)
+    config = LMTrainConfig(minutes=0.01, batch_steps=120, warmup_steps=2, eval_every_steps=2, log_every_steps=1,
+                           checkpoint_every_s=0.2)
+    return codec, model_config, config
+
+
+def test_target_and_draft_recipes_run_resume_export_and_decode(tmp_path):
+    codec, model_config, config = _setup(tmp_path)
+    run = tmp_path / "run"
+    folder = train_target(tmp_path / "data", tmp_path / "codec", tmp_path / "asr", run, config, model_config, **QUIET)
+
+    items = [json.loads(line) for line in (run / "durations.jsonl").read_text().splitlines()]
+    prepared = torch.load(run / "prepared.pt", weights_only=False)["examples"]
+    assert len(items) == len(prepared) == 6 and {i["split"] for i in items} == {"train", "heldout"}
+    for item, ex in zip(items, prepared):
+        assert len(item["durations"]) == len(item["ids"]) and sum(item["durations"]) == ex["codes"].shape[1]
+
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("text_gain_nats" in r.get("heldout", {}) for r in records)
+    first = torch.load(run / "checkpoint.pt", weights_only=False)["step"]
+    train_target(tmp_path / "data", tmp_path / "codec", tmp_path / "asr", run,
+                 LMTrainConfig(**{**config.__dict__, "minutes": 0.02}), **QUIET)
+    assert torch.load(run / "checkpoint.pt", weights_only=False)["step"] > first  # resumed, not restarted
+
+    target = load_step_lm(str(folder))
+    info = target.model.config.voicespec_info
+    assert info["recipe"] == "voicespec train lm" and "ce_wrong_text" in info["heldout_metrics"]
+    assert target.model.aligned
+
+    draft_folder = train_draft(run, folder, tmp_path / "draft", 1, config, **QUIET)
+    draft = CodecLM.from_pretrained(str(draft_folder))
+    assert draft.config.num_hidden_layers == 1
+    assert "acceptance_per_codebook" in draft.config.voicespec_info["heldout_metrics"]
+
+    track = frame_track(items[0]["ids"], items[0]["durations"], model_config.track_positions)
+    prompt = target.layout.prompt(items[0]["ids"], track=track)
+    greedy = SamplingConfig(temperature=0)
+    plain = SpecDecoder(target, None, DecodeConfig(greedy, gamma=0, max_steps=200)).generate(prompt).run()
+    spec = SpecDecoder(target, ModelDrafter(load_step_lm(str(draft_folder))), DecodeConfig(greedy, gamma=3, max_steps=200))
+    assert plain.shape[1] == track.shape[0]
+    assert torch.equal(spec.generate(prompt).run(), plain)
