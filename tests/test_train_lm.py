@@ -16,7 +16,11 @@ from voicespec.loading import load_step_lm
 from voicespec.sampling import SamplingConfig
 from voicespec.tiny import TINY_CODEC
 from voicespec.train.asr import AsrConfig, CtcAsr
+from voicespec.duration import DurationTrainConfig, read_items, train_duration
+from voicespec.synthesis import Synthesizer
 from voicespec.train.lm import LMTrainConfig, default_target_config, train_draft, train_target
+from voicespec.train.ship import ship_voice
+from voicespec.voice import Voice
 
 QUIET = dict(log=lambda s: None)
 
@@ -70,3 +74,17 @@ def test_target_and_draft_recipes_run_resume_export_and_decode(tmp_path):
     spec = SpecDecoder(target, ModelDrafter(load_step_lm(str(draft_folder))), DecodeConfig(greedy, gamma=3, max_steps=200))
     assert plain.shape[1] == track.shape[0]
     assert torch.equal(spec.generate(prompt).run(), plain)
+
+    # The parts assemble into a voice that loads and speaks, every part with its card.
+    train_items, heldout_items = read_items(run / "durations.jsonl")
+    duration = train_duration(train_items, heldout_items, tmp_path / "dur", DurationTrainConfig(max_steps=2), **QUIET)
+    dest = tmp_path / "voice"
+    codec.save(dest / "codec")
+    commands = {k: f"voicespec train {k} ..." for k in ("lm", "draft", "duration", "asr")}
+    ship_voice(folder, draft_folder, duration, tmp_path / "asr", dest, commands, {"temperature": 0.8}, {"max_n": 3}, {})
+    for part in ("target", "drafters/distilled", "duration", "asr"):
+        assert "## Held-out metrics" in (dest / part / "MODEL_CARD.md").read_text()
+    voice = Voice.load(dest)
+    assert voice.config.default_drafter == "distilled" and voice.drafter_names == ["none", "ngram", "distilled"]
+    pcm, stats = Synthesizer(voice).synthesize("ab a.")
+    assert pcm.numel() == stats.frames * codec.hop_length > 0

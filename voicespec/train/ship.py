@@ -1,0 +1,118 @@
+"""Assemble the default voice folder from finished runs, with a model card per part written from
+what each checkpoint records about itself: ``voicespec train ship``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..codec_lm import CodecLM
+from ..duration import load_duration
+from ..text import CharTokenizer
+from ..voice import DEFAULT_VOICE, Voice, VoiceConfig
+from .asr import load_asr
+from .card import DATA_NOTE
+from .lm import INFO_KEY
+
+DRAFT_NAME = "distilled"
+
+
+def _table(d: dict[str, Any]) -> str:
+    rows = "\n".join(f"| {k} | {json.dumps(v) if isinstance(v, (dict, list)) else v} |" for k, v in d.items())
+    return f"| field | value |\n| --- | --- |\n{rows}"
+
+
+def card(title: str, summary: str, training: dict[str, Any], metrics: dict[str, Any], command: str) -> str:
+    return f"""# {title}
+
+{summary}
+
+## Training
+
+- Data: {DATA_NOTE}
+- Recipe: `{command}`
+
+{_table(training)}
+
+## Held-out metrics
+
+{_table(metrics)}
+
+## License
+
+Weights: Apache-2.0, like the code. Training audio: synthetic, from a voice trained on a CC0 dataset.
+"""
+
+
+def _lm_card(model: CodecLM, title: str, summary: str, command: str) -> str:
+    info = dict(getattr(model.config, INFO_KEY, {}))
+    metrics = info.pop("heldout_metrics", {})
+    return card(title, summary, info, metrics, command)
+
+
+def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
+               sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any]) -> Path:
+    """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
+    ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
+    lm = CodecLM.from_pretrained(str(target))
+    lm.save_pretrained(dest / "target")
+    c = lm.config
+    (dest / "target" / "MODEL_CARD.md").write_text(_lm_card(
+        lm, "voicespec-tiny target (codec LM)",
+        f"A {lm.num_parameters() / 1e6:.1f} M-parameter Llama backbone ({c.num_hidden_layers} layers x {c.hidden_size}) "
+        f"that speaks the codec's {c.n_codebooks} x {c.codebook_size} codes in the delay layout (delays {c.delays}: one "
+        "step per 20 ms frame). Each step is conditioned on the text as a prefix and on a frame-aligned character "
+        f"track ({c.track_positions} position buckets) from the duration predictor; the utterance ends exactly where "
+        "the track does. `ce_wrong_text` is the held-out loss with another sentence's text: the gap to `ce` is what "
+        "the text is worth to the model.", commands["lm"]))
+    dm = CodecLM.from_pretrained(str(draft))
+    dm.save_pretrained(dest / "drafters" / DRAFT_NAME)
+    (dest / "drafters" / DRAFT_NAME / "MODEL_CARD.md").write_text(_lm_card(
+        dm, "voicespec-tiny draft model",
+        f"The target's first {dm.config.num_hidden_layers} layer(s) with its embeddings, track and heads, distilled "
+        "on the target's full output distributions (KL(p || q)). `acceptance_per_codebook` is 1 - TV(p, q) on "
+        "held-out teacher-forced steps: the per-token acceptance speculative sampling gets at temperature 1.",
+        commands["draft"]))
+    dur = load_duration(duration)
+    dur.save(dest / "duration")
+    extra = dict(dur.config.extra)
+    (dest / "duration" / "MODEL_CARD.md").write_text(card(
+        "voicespec-tiny duration predictor",
+        "Characters → frames (50 Hz) per character; trained on CTC forced alignments of the teacher corpus made "
+        "with the shipped recognizer. At run time it is the only source of timing: no phonemizer, nothing GPL.",
+        extra.get("training", {}), extra.get("heldout_metrics", {}), commands["duration"]))
+    rec = load_asr(asr)
+    rec.save(dest / "asr")
+    extra = dict(rec.config.extra)
+    (dest / "asr" / "MODEL_CARD.md").write_text(card(
+        "voicespec-tiny CTC recognizer",
+        "A small character CTC recognizer (log-mel → convs → BiGRU), trained on the teacher corpus. Used for forced "
+        "alignment (training durations) and for character error rates in `voicespec evaluate`. Not a general ASR: "
+        "it has only heard one synthetic voice.", extra.get("training", {}), extra.get("heldout_metrics", {}),
+        commands["asr"]))
+    config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=CharTokenizer().to_dict(), sampling=sampling, ngram=ngram,
+                         default_drafter=DRAFT_NAME, duration="duration", info=info)
+    Voice.write_config(dest, config)
+    Voice.load(dest)  # the parts must fit together
+    return dest
+
+
+def add_ship_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", required=True, help="exported target folder (RUN/target)")
+    p.add_argument("--draft", required=True, help="exported draft folder (RUN/draft)")
+    p.add_argument("--duration", required=True, help="exported duration folder (RUN/duration)")
+    p.add_argument("--asr", required=True, help="exported recognizer folder (RUN/asr)")
+    p.add_argument("--dest", required=True, help="voice folder holding codec/ already (models/voicespec-tiny)")
+    p.add_argument("--commands", required=True, help="JSON: the command that trained each part (lm, draft, duration, asr)")
+    p.add_argument("--sampling", default='{"temperature": 0.8, "top_k": 50}', help="JSON SamplingConfig defaults")
+    p.add_argument("--ngram", default="{}", help="JSON NGramDrafter settings")
+    p.add_argument("--info", default="{}", help="JSON provenance/metrics for voice.json")
+
+
+def run_ship(args: argparse.Namespace) -> int:
+    dest = ship_voice(Path(args.target), Path(args.draft), Path(args.duration), Path(args.asr), Path(args.dest),
+                      json.loads(args.commands), json.loads(args.sampling), json.loads(args.ngram), json.loads(args.info))
+    print(f"shipped voice {dest}")
+    return 0
