@@ -111,3 +111,20 @@ def test_a_new_run_can_start_from_an_exported_codec(tmp_path):
     second = train_codec(tmp_path / "data", tmp_path / "b", codec_config, TrainConfig(**{**config.__dict__, "minutes": 0.02}),
                          log=lambda s: None, init_from=first)
     assert Codec.from_folder(second).config.extra["training"]["steps"] > steps
+
+
+def test_decoder_only_training_keeps_every_code(tmp_path):
+    """The LM speaks the codec's codes: a decoder-only run may improve the sound, never the tokens."""
+    _fake_corpus(tmp_path / "data")
+    codec_config = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0,
+                               pad_mode="constant", n_q=2, n_codebooks=2, codebook_size=16)
+    config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
+    first = train_codec(tmp_path / "data", tmp_path / "a", codec_config, config, log=lambda s: None)
+    tuned = train_codec(tmp_path / "data", tmp_path / "b", codec_config,
+                        TrainConfig(**{**config.__dict__, "minutes": 0.03, "decoder_only": True}),
+                        log=lambda s: None, init_from=first)
+    a, b = Codec.from_folder(first), Codec.from_folder(tuned)
+    x = torch.randn(16000) * 0.1
+    assert torch.equal(a.encode(x), b.encode(x))
+    codes = a.encode(x)
+    assert not torch.allclose(a.decode(codes), b.decode(codes))

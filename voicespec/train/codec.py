@@ -47,6 +47,7 @@ class TrainConfig:
     eval_clips: int = 24
     seed: int = 0
     threads: int = 0  # 0: torch's default
+    decoder_only: bool = False  # freeze encoder + quantizer: the codes (and any LM trained on them) stay valid
 
 
 class MelLoss(torch.nn.Module):
@@ -110,6 +111,23 @@ def _forward(model, x: torch.Tensor, config: CodecConfig) -> tuple[torch.Tensor,
     return model.decoder(q.quantized)[..., : x.shape[-1]], q.penalty
 
 
+def _trainable(model, config: TrainConfig) -> list[torch.nn.Parameter]:
+    """What the optimizer updates. Decoder-only runs freeze the encoder and the quantizer (its
+    EMA codebook updates too, by keeping it in eval mode): every code stays what it was."""
+    if not config.decoder_only:
+        return list(model.parameters())
+    model.encoder.requires_grad_(False)
+    model.quantizer.requires_grad_(False)
+    return list(model.decoder.parameters())
+
+
+def _train_mode(model, config: TrainConfig) -> None:
+    model.train()
+    if config.decoder_only:
+        model.encoder.eval()
+        model.quantizer.eval()
+
+
 @torch.no_grad()
 def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[str, float]:
     """Held-out metrics of full encode → decode: STOI (if ``pystoi`` is installed), log-mel L1,
@@ -151,7 +169,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     rng = random.Random(config.seed)
     model = build_encodec(codec_config)
     patch_codebooks(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.8, 0.99))
+    opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
     step, trained_s = 0, 0.0
     if ckpt_path.is_file():
         state = torch.load(ckpt_path, weights_only=False)
@@ -159,7 +177,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
         model = build_encodec(codec_config)
         patch_codebooks(model)
         model.load_state_dict(state["model"])
-        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.8, 0.99))
+        opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
         opt.load_state_dict(state["optimizer"])
         step, trained_s = state["step"], state["trained_s"]
         rng.setstate(state["rng"])
@@ -170,7 +188,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
         codec_config = replace(start.config, extra={})
         model = start.model
         patch_codebooks(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.8, 0.99))
+        opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
         done = start.config.extra.get("training", {})
         step, trained_s = int(done.get("steps", 0)), 60.0 * float(done.get("trained_minutes", 0.0))
         log(f"initialised from {init_from} (step {step}, {trained_s / 60:.1f} min trained)")
@@ -187,7 +205,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
         }, ckpt_path)
 
     last_ckpt = time.perf_counter()
-    model.train()
+    _train_mode(model, config)
     with metrics_path.open("a") as metrics:
         while trained_s < config.minutes * 60:
             t0 = time.perf_counter()
@@ -212,7 +230,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
                 train = load_corpus(data_dir, codec_config.sample_rate, "train")
             if step % config.eval_every_steps == 0:
                 rec = {"step": step, "heldout": evaluate(_as_codec(model, codec_config), heldout, losses)}
-                model.train()
+                _train_mode(model, config)
                 metrics.write(json.dumps(rec) + "\n")
                 metrics.flush()
                 log(json.dumps(rec))
@@ -258,11 +276,13 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int, default=TrainConfig.eval_every_steps)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--init-from", help="start from an exported codec folder (weights + step/time counts)")
+    p.add_argument("--decoder-only", action="store_true",
+                   help="train only the decoder: every code stays the same, so an LM trained on them stays valid")
 
 
 def run_codec(args: argparse.Namespace) -> int:
     config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s,
-                         eval_every_steps=args.eval_every, threads=args.threads)
+                         eval_every_steps=args.eval_every, threads=args.threads, decoder_only=args.decoder_only)
     init = Path(args.init_from) if args.init_from else None
     folder = train_codec(Path(args.data), Path(args.out), DEFAULT_CODEC, config, init_from=init)
     print(f"exported {folder}")
