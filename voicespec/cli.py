@@ -164,6 +164,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(quick=args.quick, wav_out=args.wav)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .server import WS_PATH, ServerConfig, run_server
+
+    config = ServerConfig(
+        host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,
+        max_sessions=args.max_sessions, api_key=args.api_key, allowed_origins=tuple(args.allowed_origin),
+        max_text_chars=args.max_text_chars, max_message_bytes=args.max_message_bytes,
+        inactivity_timeout_s=args.inactivity_timeout, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+    )
+
+    def ready(server) -> None:
+        url = f"{config.host}:{server.port}"
+        print(f"serving voice {server.voice.name!r}: player http://{url}/  WebSocket ws://{url}{WS_PATH}  "
+              f"metrics http://{url}/metrics", flush=True)
+
+    asyncio.run(run_server(config, ready))
+    return 0
+
+
+def cmd_client(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from websockets.exceptions import InvalidStatus
+
+    from .client import ServerError, run_client, summary_line
+
+    try:
+        result = asyncio.run(run_client(args))
+    except ServerError as e:
+        raise CliError(f"server: {e}") from None
+    except InvalidStatus as e:
+        raise CliError(f"server refused the connection: HTTP {e.response.status_code} {e.response.body.decode(errors='replace')}") from None
+    print(summary_line(result, args.prebuffer_ms))
+    return 0
+
+
 def _lazy_args(p: argparse.ArgumentParser, module: str, add: str, run: str) -> None:
     """Arguments and handler from a training module, imported only when that parser is built."""
     import importlib
@@ -208,7 +246,28 @@ def build_parser() -> Parser:
     add_decoding_args(p)
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("train", help="training recipes: teacher data, codec, ASR")
+    p = sub.add_parser("serve", help="WebSocket streaming server (protocol v1), /metrics, /healthz and a browser player at /")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
+    p.add_argument("--gamma", type=gamma_arg, default="auto", help="default draft length, or 'auto' (default auto)")
+    p.add_argument("--max-sessions", type=int, default=16)
+    p.add_argument("--api-key", help="require this key (Authorization: Bearer KEY or ?api_key=KEY)")
+    p.add_argument("--allowed-origin", action="append", default=[], help="browser origin allowed besides this server's own page; repeatable; '*' for any")
+    p.add_argument("--max-text-chars", type=int, default=5000, help="per context")
+    p.add_argument("--max-message-bytes", type=int, default=65536, help="larger client messages close the socket (1009)")
+    p.add_argument("--inactivity-timeout", type=float, default=60.0, help="seconds before an idle socket is closed")
+    p.add_argument("--pacing-lead-ms", type=float, help="pace audio to real time plus this lead (default: send as fast as made)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("client", help="speak TEXT through a running server to a WAV/FLAC file; report TTFA, gaps, underruns")
+    from .client import add_client_args
+
+    add_client_args(p)
+    p.set_defaults(func=cmd_client)
+
+    p = sub.add_parser("train", help="training recipes: teacher data, codec, ASR, durations, codec LM, draft model")
     train = p.add_subparsers(dest="recipe", required=True, parser_class=Parser)
     t = train.add_parser("data", help="regenerate the teacher corpus (needs the `train` extra: piper-tts)")
     _lazy_args(t, "voicespec.train.data", "add_data_args", "run_data")
@@ -216,9 +275,21 @@ def build_parser() -> Parser:
     _lazy_args(t, "voicespec.train.codec", "add_codec_args", "run_codec")
     t = train.add_parser("asr", help="train (or resume) the CTC character recognizer (alignment, CER) on a teacher corpus")
     _lazy_args(t, "voicespec.train.asr", "add_asr_args", "run_asr")
+    t = train.add_parser("duration", help="train the duration predictor on aligned (ids, frames) items from `train lm`")
+    _lazy_args(t, "voicespec.duration", "add_duration_args", "run_duration")
+    t = train.add_parser("lm", help="prepare (encode + align) the corpus and train (or resume) the codec LM target")
+    _lazy_args(t, "voicespec.train.lm", "add_lm_args", "run_lm")
+    t = train.add_parser("draft", help="distil a draft model from the target's first layers")
+    _lazy_args(t, "voicespec.train.lm", "add_draft_args", "run_draft")
+    t = train.add_parser("ship", help="assemble a voice folder from finished runs, with model cards")
+    _lazy_args(t, "voicespec.train.ship", "add_ship_args", "run_ship")
+
+    p = sub.add_parser("evaluate", help="a voice's quality: CER of teacher/codec/generated speech, MCD-DTW, exactness")
+    _lazy_args(p, "voicespec.voice_eval", "add_evaluate_args", "run_evaluate")
+
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
-    p.add_argument("--layout", choices=["flat", "delay"], default="delay")
+    p.add_argument("--layout", choices=["flat", "delay", "aligned"], default="delay")
     p.add_argument("--out", required=True, help="voice folder to write")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_tiny)

@@ -109,44 +109,54 @@ class SynthesisStream:
         if pcm.numel() == 0:
             return None
         s = self.stats
+        now = time.perf_counter() - self._t0
         if s.ttfa_s is None:
-            s.ttfa_s = time.perf_counter() - self._t0
+            s.ttfa_s = now
         s.samples += pcm.numel()
+        s.wall_s = now
         return AudioChunk(pcm, sentence)
 
-    def __iter__(self) -> Iterator[AudioChunk]:
+    def _sentence(self, i: int, decoder, resampler: StreamingResampler) -> Iterator[AudioChunk | None]:
+        """Decode sentence ``i`` through the shared codec decoder; per step that completed frames,
+        a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
+        sentence, ids = self.sentences[i]
+        prompt = self.voice.prompt(ids)
+        gen = self.decoder.generate(prompt, self._config(i, len(sentence), prompt))
+        s.sentences += 1
+        self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
+        while not gen.done and not self.cancelled:
+            frames = gen.step().frames
+            if frames.shape[1] == 0:
+                continue
+            self.frames[-1] = torch.cat([self.frames[-1], frames], dim=1)
+            t = time.perf_counter()
+            pcm = decoder.push(frames)
+            t2 = time.perf_counter()
+            pcm = resampler.push(pcm)
+            s.codec_s += t2 - t
+            s.resample_s += time.perf_counter() - t2
+            s.frames += frames.shape[1]
+            yield self._emit(pcm, i)
+        s.decode.merge(gen.stats)
+
+    def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Iterator[AudioChunk]:
+        tail = resampler.push(decoder.flush())
+        if chunk := self._emit(torch.cat([tail, resampler.flush()]), sentence):
+            yield chunk
+
+    def __iter__(self) -> Iterator[AudioChunk]:
+        codec = self.voice.codec
         decoder = codec.streaming_decoder()
-        resampler = StreamingResampler(codec.sample_rate, s.sample_rate)
-        for i, (sentence, ids) in enumerate(self.sentences):
-            prompt = self.voice.prompt(ids)
-            gen = self.decoder.generate(prompt, self._config(i, len(sentence), prompt))
-            s.sentences += 1
-            self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
-            while not gen.done and not self.cancelled:
-                frames = gen.step().frames
-                if frames.shape[1] == 0:
-                    continue
-                self.frames[-1] = torch.cat([self.frames[-1], frames], dim=1)
-                t = time.perf_counter()
-                pcm = decoder.push(frames)
-                t2 = time.perf_counter()
-                pcm = resampler.push(pcm)
-                s.codec_s += t2 - t
-                s.resample_s += time.perf_counter() - t2
-                s.frames += frames.shape[1]
-                if chunk := self._emit(pcm, i):
-                    s.wall_s = time.perf_counter() - self._t0
-                    yield chunk
-            s.decode.merge(gen.stats)
+        resampler = StreamingResampler(codec.sample_rate, self.stats.sample_rate)
+        for i in range(len(self.sentences)):
+            yield from (chunk for chunk in self._sentence(i, decoder, resampler) if chunk is not None)
             if self.cancelled:
-                s.decode.finish_reason = "cancelled"
+                self.stats.decode.finish_reason = "cancelled"
                 break
         if not self.cancelled:
-            tail = resampler.push(decoder.flush())
-            if chunk := self._emit(torch.cat([tail, resampler.flush()]), len(self.sentences) - 1):
-                yield chunk
-        s.wall_s = time.perf_counter() - self._t0
+            yield from self._flush_codec(decoder, resampler, len(self.sentences) - 1)
+        self.stats.wall_s = time.perf_counter() - self._t0
 
 
 class Synthesizer:
