@@ -287,6 +287,8 @@ def build_parser() -> Parser:
     p = sub.add_parser("evaluate", help="a voice's quality: CER of teacher/codec/generated speech, MCD-DTW, exactness")
     _lazy_args(p, "voicespec.voice_eval", "add_evaluate_args", "run_evaluate")
 
+    p = sub.add_parser("bench", help="latency-budget evaluation: plain vs every drafter and γ, transformers peers, streaming, server load")
+    _lazy_args(p, "voicespec.bench.cli", "add_bench_args", "run_bench")
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
     p.add_argument("--layout", choices=["flat", "delay", "aligned"], default="delay")

@@ -4,14 +4,13 @@ then one utterance through the whole text → WAV pipeline.
 Until the trained default voice ships, this is the most complete real run: real ``transformers``
 models, both layouts, both drafters, fixed and adaptive γ, greedy and sampling. Greedy runs are
 checked token for token against plain decoding; speedups are medians of per-prompt ratios with
-every method run on the same prompt back to back (so machine noise hits all of them alike).
+every method run on the same prompt back to back (so machine noise hits all of them alike) —
+the interleaved runner of ``voicespec bench``, on models that need no voice folder.
 """
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -20,7 +19,9 @@ from .audio import write_audio_atomic
 from .synthesis import SynthesisOptions, Synthesizer
 from .voice import Voice
 
-from .decoder import DecodeConfig, SpecDecoder
+from .bench.runner import Case, EngineMethod, run_interleaved
+from .bench.summary import summarize
+from .decoder import DecodeConfig
 from .drafters import ModelDrafter, NGramDrafter
 from .sampling import SamplingConfig
 from .tiny import build_tiny_voice, codec_draft, flat_draft, tiny_codec_lm, tiny_flat
@@ -50,44 +51,22 @@ def run_demo(quick: bool = False, max_steps: int = 160, wav_out: str = "out/demo
     failures = 0
     print(f"{'layout':7} {'mode':9} {'method':18} {'steps/s':>8} {'speedup':>8} {'accept':>7} {'len':>5}  check")
     for layout_name, (target, draft) in _models().items():
-        methods = {
-            "plain": (None, 0),
-            "ngram γ=4": (NGramDrafter(), 4),
-            "ngram auto": (NGramDrafter(), "auto"),
-            "draft-model γ=3": (ModelDrafter(draft), 3),
-            "draft-model auto": (ModelDrafter(draft), "auto"),
-        }
+        methods = [
+            EngineMethod("plain", target, None, 0),
+            EngineMethod("ngram γ=4", target, NGramDrafter(), 4),
+            EngineMethod("ngram auto", target, NGramDrafter(), "auto"),
+            EngineMethod("draft-model γ=3", target, ModelDrafter(draft), 3),
+            EngineMethod("draft-model auto", target, ModelDrafter(draft), "auto"),
+        ]
+        cases = [Case(str(i), target.layout.prompt(ids), max_steps) for i, ids in enumerate(prompts)]
         for mode, sampling in modes.items():
-            rows = {m: {"steps": 0, "secs": 0.0, "ratios": [], "drafted": 0, "accepted": 0, "passes": 0} for m in methods}
-            mismatches = {m: 0 for m in methods}
-            for i, ids in enumerate(prompts):
-                prompt = target.layout.prompt(ids)
-                base_tokens, base_rate = None, None
-                for name, (drafter, gamma) in methods.items():
-                    config = DecodeConfig(sampling, gamma=gamma, max_steps=max_steps, seed=i)
-                    gen = SpecDecoder(target, drafter, config).generate(prompt)
-                    t0 = time.perf_counter()
-                    gen.run()
-                    secs = time.perf_counter() - t0
-                    s, r = gen.stats, rows[name]
-                    r["steps"] += s.generated_steps
-                    r["secs"] += secs
-                    r["drafted"] += s.drafted
-                    r["accepted"] += s.accepted
-                    r["passes"] += s.target_passes
-                    rate = s.generated_steps / secs
-                    if base_tokens is None:
-                        base_tokens, base_rate = gen.generated.clone(), rate
-                    elif mode == "greedy" and not torch.equal(gen.generated, base_tokens):
-                        mismatches[name] += 1
-                    r["ratios"].append(rate / base_rate)
-            for name, r in rows.items():
-                acc = r["accepted"] / r["drafted"] if r["drafted"] else 0.0
-                check = "-" if mode != "greedy" else ("identical" if not mismatches[name] else f"MISMATCH x{mismatches[name]}")
-                failures += mismatches[name]
+            runs = run_interleaved(methods, cases, sampling, warmup=0)
+            for name, s in summarize(methods, runs, "plain", None, sampling.greedy).items():
+                check = "-" if s.mismatches is None else ("identical" if not s.mismatches else f"MISMATCH x{s.mismatches}")
+                failures += s.mismatches or 0
                 print(
-                    f"{layout_name:7} {mode:9} {name:18} {r['steps'] / r['secs']:8.0f} "
-                    f"{statistics.median(r['ratios']):7.2f}x {acc:7.2f} {r['steps'] / r['passes']:5.2f}  {check}"
+                    f"{layout_name:7} {mode:9} {name:18} {s.steps_per_s:8.0f} "
+                    f"{s.speedup['median']:7.2f}x {s.acceptance_rate or 0.0:7.2f} {s.mean_accepted_length:5.2f}  {check}"
                 )
     print("\nRandom-weight tiny models: speedups show the engine's overhead and the drafters' reach on")
     print("repetitive output, not the trained voice's numbers. 'len' = steps committed per target pass.")

@@ -1,0 +1,87 @@
+"""The ``voicespec bench`` command: arguments → :class:`BenchConfig` → :class:`Bench` → report.
+
+Only argument handling lives here, so building the ``voicespec`` parser imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from .config import BenchConfig, read_prompts
+
+
+def _ints(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in value.replace(",", " ").split())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(x for x in value.replace(",", " ").split())
+
+
+def add_bench_args(p: argparse.ArgumentParser) -> None:
+    """Options left unset keep the defaults of :class:`BenchConfig` (or of ``--quick``)."""
+    p.add_argument("--voice", "--model", dest="voice",
+                   help="voice folder or name under models/ (default: the default voice)")
+    p.add_argument("--quick", action="store_true",
+                   help="short run: 2 prompts, γ 2,4, one round, clients 1,2,4 (< 3 min on 2 cores)")
+    p.add_argument("--prompts", type=Path,
+                   help="text file, one prompt per line (default: samples/prompts.txt if present, else built-in)")
+    p.add_argument("--drafters", type=_names, help="comma-separated drafters of the voice (default: all of them)")
+    p.add_argument("--gammas", type=_ints, help="fixed draft lengths to try, e.g. 1,2,4,8 ('auto' always runs)")
+    p.add_argument("--modes", type=_names, help="greedy,sampling (default both)")
+    p.add_argument("--repeats", type=int, help="interleaved rounds per prompt")
+    p.add_argument("--warmup", type=int, help="warm-up runs per method")
+    p.add_argument("--max-steps", type=int, help="decode steps per sentence at most")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--concurrency", type=_ints, help="client counts for the server load test, e.g. 1,2,4 (0: skip it)")
+    p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
+    p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")
+    p.add_argument("--threads", type=int, help="torch threads (default 1; 0: torch's default)")
+    p.add_argument("--no-peer", dest="peer", action="store_false", default=None, help="skip the transformers peers")
+    p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="skip the PNG plots")
+    p.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for bench.json, report.md and PNGs")
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    config = BenchConfig(voice=args.voice, prompts=read_prompts(args.prompts))
+    if args.quick:
+        config = config.quick()
+    given = {k: getattr(args, k) for k in ("drafters", "gammas", "modes", "repeats", "warmup", "max_steps", "seed",
+                                           "concurrency", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads")
+             if getattr(args, k) is not None}
+    if given.get("concurrency") == (0,):
+        given["concurrency"] = ()
+    return replace(config, **given)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..cli import MODELS_DIR, load_voice
+    from ..voice import resolve_voice
+    from . import machine
+    from .harness import Bench
+    from .report import markdown, write_outputs
+
+    config = config_from_args(args)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    rss0 = machine.rss_mb()
+    voice = load_voice(config.voice)
+    result = Bench(config, voice, rss0).run()
+    result["voice"]["path"] = str(resolve_voice(config.voice, MODELS_DIR).resolve())
+    paths = write_outputs(result, args.out, config.plots)
+    print(markdown(result))
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    if result["mismatches"]:
+        print(f"FAILED: {result['mismatches']} greedy run(s) differ from plain decoding", file=sys.stderr)
+        return 1
+    return 0
+
+

@@ -1,0 +1,74 @@
+"""What a bench run does, as one frozen dataclass written verbatim into the JSON report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+BUILTIN_PROMPTS = (
+    "Speculative decoding keeps every token exact.",
+    "The quick brown fox jumps over the lazy dog. It was not amused.",
+    "Hello there! How are you doing today?",
+    "Please call Stella and ask her to bring these things with her from the store.",
+)
+DEFAULT_PROMPTS_FILE = Path(__file__).resolve().parents[2] / "samples" / "prompts.txt"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Every knob of a run. ``gammas``: fixed draft lengths tried per drafter (``auto`` always
+    runs too); ``repeats``: interleaved rounds per prompt; ``concurrency``: client counts for the
+    load test (empty: skip it); ``latency_budget_ms``: TTFA budget the pass/fail table checks."""
+
+    voice: str | None = None
+    prompts: tuple[str, ...] = BUILTIN_PROMPTS
+    drafters: tuple[str, ...] | None = None  # None: every drafter the voice has
+    gammas: tuple[int, ...] = (1, 2, 4, 8)
+    modes: tuple[str, ...] = ("greedy", "sampling")
+    repeats: int = 3
+    warmup: int = 1
+    max_steps: int = 2000  # per sentence; the voice's runaway guard also applies
+    seed: int = 0
+    peer: bool = True
+    prebuffer_ms: float = 200.0
+    concurrency: tuple[int, ...] = (1, 2, 4, 8)
+    latency_budget_ms: float | None = None
+    plots: bool = True
+    # torch intra-op threads (0: torch's default). One decoding sequence of a small model gains
+    # little from more, and on a shared machine extra threads only add contention and noise.
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.prompts:
+            raise ValueError("no prompts to benchmark")
+        if not self.gammas or any(g < 1 for g in self.gammas):
+            raise ValueError(f"give fixed gammas >= 1 (plain decoding and auto always run), got {self.gammas}")
+        if unknown := set(self.modes) - {"greedy", "sampling"}:
+            raise ValueError(f"unknown modes {sorted(unknown)} (greedy, sampling)")
+        if self.repeats < 1 or self.warmup < 0 or self.max_steps < 1:
+            raise ValueError("repeats and max_steps must be >= 1, warmup >= 0")
+        if any(n < 1 for n in self.concurrency):
+            raise ValueError(f"client counts must be >= 1, got {self.concurrency}")
+        if self.prebuffer_ms < 0 or self.threads < 0:
+            raise ValueError("prebuffer_ms and threads must be >= 0")
+
+    def quick(self) -> BenchConfig:
+        """The short run (< 3 minutes on 2 CPU cores): two prompts, two γ, one round, capped length.
+        Options given explicitly on the command line are applied after this."""
+        return replace(self, prompts=self.prompts[:2], gammas=(2, 4), repeats=1, max_steps=min(self.max_steps, 150),
+                       concurrency=(1, 2, 4))
+
+
+def read_prompts(path: Path | None) -> tuple[str, ...]:
+    """One prompt per line (blank lines and ``#`` comments skipped); no file: the built-in list."""
+    if path is None:
+        if not DEFAULT_PROMPTS_FILE.is_file():
+            return BUILTIN_PROMPTS
+        path = DEFAULT_PROMPTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such prompts file")
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    prompts = tuple(line for line in lines if line and not line.startswith("#"))
+    if not prompts:
+        raise ValueError(f"{path}: no prompts (one per line)")
+    return prompts

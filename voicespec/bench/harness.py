@@ -1,0 +1,137 @@
+"""The bench itself: decode A/B in each mode, streaming, server load, memory, budget → one result dict."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from ..drafters import Drafter
+from ..sampling import SamplingConfig
+from ..voice import Voice
+from . import machine
+from .budget import budget_table, capacity
+from .config import BenchConfig
+from .load import run_load
+from .peer import counterpart, peer_methods
+from .runner import Case, EngineMethod, Method, run_interleaved
+from .streaming import StreamSpec, run_streaming, summarize_streams
+from .summary import summarize
+
+BASELINE = "plain"
+
+
+def _log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+class Bench:
+    """One run of every phase on one voice; :meth:`run` returns the JSON-ready result."""
+
+    def __init__(self, config: BenchConfig, voice: Voice, rss_before_voice_mb: float | None = None) -> None:
+        self.config = config
+        self.voice = voice
+        rss = machine.rss_mb()
+        self.memory: dict[str, Any] = {"voice_rss_mb": None if rss_before_voice_mb is None else rss - rss_before_voice_mb,
+                                       "drafters": {}}
+        names = config.drafters or tuple(n for n in voice.drafter_names if n != "none")
+        self.drafters: dict[str, Drafter] = {}
+        for name in names:  # loaded one by one, so each one's memory is measured alone
+            before = machine.rss_mb()
+            drafter = voice.drafter(name)
+            if drafter is None:
+                raise ValueError("'none' is the baseline, which always runs; name drafters only")
+            self.drafters[name] = drafter
+            model = getattr(getattr(drafter, "lm", None), "model", None)
+            self.memory["drafters"][name] = {"rss_delta_mb": machine.rss_mb() - before,
+                                             "weights_mb": machine.weights_mb(model)}
+        self.cases = self._cases()
+        wants_peer = config.peer and "greedy" in config.modes
+        self.peers = peer_methods(voice.target, self.drafters, max(config.gammas)) if wants_peer else []
+
+    def _cases(self) -> list[Case]:
+        """Every sentence of every prompt, capped like synthesis caps it (the voice's runaway guard)."""
+        voice, layout = self.voice, self.voice.target.layout
+        cases = []
+        for i, text in enumerate(self.config.prompts):
+            for j, (sentence, ids) in enumerate(voice.frontend.sentences(text)):
+                prompt = voice.prompt(ids)
+                frames = voice.max_frames(len(sentence)) if prompt.track is None else prompt.track.shape[0]
+                cap = min(self.config.max_steps, layout.steps_for_frames_count(frames))
+                cases.append(Case(f"{i}.{j}", prompt, cap))
+        return cases
+
+    def _engine_methods(self) -> list[EngineMethod]:
+        target = self.voice.target
+        methods = [EngineMethod(BASELINE, target, None, 0, peer=counterpart("none", None, self.peers))]
+        for name, drafter in self.drafters.items():
+            peer = counterpart(name, drafter, self.peers)
+            for gamma in (*self.config.gammas, "auto"):
+                methods.append(EngineMethod(f"{name} γ={gamma}", target, drafter, gamma, name, peer))
+        return methods
+
+    def _decode(self, engine: list[EngineMethod]) -> dict[str, Any]:
+        cfg, frame_rate = self.config, self.voice.codec.frame_rate
+        out: dict[str, Any] = {"peers": {p.name: p.settings for p in self.peers}, "modes": {}}
+        for mode in cfg.modes:
+            greedy = mode == "greedy"
+            sampling = SamplingConfig(temperature=0) if greedy else self.voice.sampling
+            methods: list[Method] = [*engine, *(self.peers if greedy else [])]
+            _log(f"decode {mode}: {len(methods)} methods x {len(self.cases)} sentences x {cfg.repeats} rounds")
+            runs = run_interleaved(methods, self.cases, sampling, cfg.repeats, cfg.warmup, cfg.seed, _log)
+            summary = summarize(methods, runs, BASELINE, frame_rate, greedy)
+            out["modes"][mode] = {
+                "sampling": asdict(sampling),
+                "methods": {name: asdict(s) for name, s in summary.items()},
+                "runs": [{"method": r.method, "case": self.cases[r.case].name, "round": r.round, "steps": r.steps,
+                          "frames": r.frames, "wall_s": r.wall_s, "steps_per_s": r.rate} for r in runs],
+            }
+        return out
+
+    def _streaming(self, engine: list[EngineMethod]) -> dict[str, Any]:
+        cfg = self.config
+        specs = [StreamSpec(m.name, m.drafter_name, m.gamma) for m in engine]
+        _log(f"streaming: {len(specs)} methods x {len(cfg.prompts)} prompts x {cfg.repeats} rounds")
+        runs = run_streaming(self.voice, specs, cfg.prompts, self.voice.sampling, cfg.max_steps, cfg.prebuffer_ms / 1000,
+                             cfg.repeats, cfg.warmup, cfg.seed)
+        return {"sampling": asdict(self.voice.sampling), "methods": summarize_streams(runs),
+                "runs": [{"method": r.method, "prompt": r.prompt, "round": r.round, "ttfa_s": r.ttfa_s, "rtf": r.rtf,
+                          "audio_s": r.audio_s, "wall_s": r.wall_s, "sample_rate": r.sample_rate, "arrivals": r.arrivals,
+                          "playout": r.playout, "lead": r.lead} for r in runs]}
+
+    def _load(self) -> dict[str, Any] | None:
+        cfg = self.config
+        if not cfg.concurrency:
+            return None
+        specs = [StreamSpec(BASELINE, "none", 0), *(StreamSpec(f"{n} γ=auto", n, "auto") for n in self.drafters)]
+        _log(f"server load: {len(specs)} methods x clients {', '.join(map(str, cfg.concurrency))}")
+        levels = [lv.to_dict() for lv in run_load(self.voice, specs, cfg.prompts, cfg.concurrency,
+                                                   cfg.prebuffer_ms / 1000, cfg.max_steps, cfg.seed)]
+        return {"levels": levels, "capacity": {s.name: capacity([lv for lv in levels if lv["method"] == s.name],
+                                                                 cfg.latency_budget_ms) for s in specs}}
+
+    def run(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        engine = self._engine_methods()
+        decode = self._decode(engine)
+        streaming = self._streaming(engine)
+        load = self._load()
+        budget = budget_table(streaming["methods"], self.config.latency_budget_ms)
+        self.memory["peak_rss_mb"] = machine.peak_rss_mb()
+        voice = self.voice
+        return {
+            "config": asdict(self.config),
+            "environment": machine.environment(),
+            "voice": {"name": voice.name, "layout": voice.target.layout.kind, "frame_rate": voice.codec.frame_rate,
+                      "sample_rate": voice.codec.sample_rate, "drafters": list(self.drafters),
+                      "sentences": [c.name for c in self.cases], "max_steps": [c.max_steps for c in self.cases]},
+            "baseline": BASELINE,
+            "decode": decode,
+            "streaming": streaming,
+            "load": load,
+            "memory": self.memory,
+            "budget": {"budget_ms": self.config.latency_budget_ms, "verdicts": [asdict(v) for v in budget]},
+            "mismatches": sum(s["mismatches"] or 0 for mode in decode["modes"].values() for s in mode["methods"].values()),
+            "wall_s": time.perf_counter() - t0,
+        }
