@@ -14,10 +14,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Until the server and the default voice exist, the main job is the engine demo:
-# plain vs speculative decoding on the shipped tiny models, checked token for token.
+# The main job: the WebSocket TTS server with the shipped default voice (player on http://127.0.0.1:8765/).
 serve: $(STAMP)
-	$(BIN)/voicespec demo
+	$(BIN)/voicespec serve --host 127.0.0.1 --port 8765
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

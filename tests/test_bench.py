@@ -17,10 +17,9 @@ from voicespec.bench.dist import percentiles, ratio_summary
 from voicespec.bench.ideal import alpha_from_trace, efficiency, expected_tokens, ideal_speedup
 from voicespec.bench.load import LoadLevel
 from voicespec.bench.runner import Case, EngineMethod, Run, mismatches, run_interleaved
-from voicespec.bench.streaming import lead_timeline
 from voicespec.bench.summary import MethodSummary, summarize
 from voicespec.cli import Parser, main
-from voicespec.client import playout
+from voicespec.client import playout, playout_timeline
 from voicespec.drafters import ModelDrafter
 from voicespec.sampling import SamplingConfig
 from voicespec.tiny import build_tiny_voice, flat_draft, tiny_flat
@@ -75,15 +74,16 @@ def test_percentiles_and_pairwise_ratios():
     assert ratio_summary([])["median"] is None
 
 
-def test_lead_timeline_agrees_with_playout():
+def test_playout_timeline_agrees_with_playout():
     sr = 1000  # 100 ms chunks; the 4th arrives 100 ms after the player ran dry (at 0.35 s)
     arrivals = [(0.0, 100), (0.05, 100), (0.1, 100), (0.45, 100), (0.5, 100)]
-    lead = lead_timeline(arrivals, sr, prebuffer_s=0.2)
+    lead = playout_timeline(arrivals, sr, prebuffer_s=0.2)
     play = playout(arrivals, sr, 0.2)
-    assert [t for t, _ in lead] == [0.1, 0.45, 0.5]  # playback started at the second arrival
-    assert lead[0][1] == pytest.approx(0.15) and lead[1][1] == pytest.approx(-0.10)
-    assert sum(x < 0 for _, x in lead) == play["underruns"] == 1
-    assert -lead[1][1] == pytest.approx(play["stall_s"])
+    assert [p.t for p in lead] == [0.1, 0.45, 0.5]  # playback started at the second arrival
+    assert lead[0].lead_s == pytest.approx(0.15) and lead[1].lead_s == pytest.approx(-0.10)
+    assert [p.stalled for p in lead] == [False, True, False]
+    assert sum(p.stalled for p in lead) == play["underruns"] == 1
+    assert -lead[1].lead_s == pytest.approx(play["stall_s"])
 
 
 # ----------------------------------------------------------------------------- budget

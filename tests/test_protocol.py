@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from voicespec import protocol as P
-from voicespec.client import gaps, playout
-from voicespec.metrics import Registry, parse_exposition
+from voicespec.client import gaps, playout, playout_timeline
+from voicespec.metrics import ServerMetrics, parse_exposition
 
 
 def parse(obj) -> P.ClientMessage:
@@ -174,23 +174,41 @@ def test_playout_counts_underruns_against_real_time():
         playout(steady, 0, 0.1)
 
 
-def test_metrics_render_prometheus_text():
-    r = Registry()
-    c = r.counter("x_total", "Things.")
-    g = r.gauge("y", "Level.")
-    h = r.histogram("z_seconds", "Times.", [0.1, 1])
-    c.inc(code='a"b')
-    c.inc(2, code='a"b')
-    g.set(3)
-    g.dec()
-    for v in (0.05, 0.5, 5):
-        h.observe(v)
-    text = r.render()
-    assert "# TYPE x_total counter" in text and "# TYPE z_seconds histogram" in text
+@pytest.mark.parametrize("prebuffer_s", [0.0, 0.05, 0.3, 5.0])
+def test_playout_timeline_ends_where_playout_totals_do(prebuffer_s):
+    rng, sr = np.random.default_rng(7), 1000
+    times = np.cumsum(rng.exponential(0.08, 60))
+    arrivals = [(float(t), int(n)) for t, n in zip(times, rng.integers(20, 120, 60))]
+    p, points = playout(arrivals, sr, prebuffer_s), playout_timeline(arrivals, sr, prebuffer_s)
+    assert [q.t for q in points] == sorted(q.t for q in points) and all(q.t > p["start_s"] for q in points)
+    assert sum(q.stalled for q in points) == p["underruns"]
+    assert sum(-q.lead_s for q in points if q.stalled) == pytest.approx(p["stall_s"])
+    leads = [q.lead_s for q in points if not q.stalled]
+    assert min(leads, default=None) == p["min_lead_s"]
+    if points:  # the last arrival: the player runs on from it with that lead plus the last chunk
+        last = points[-1]
+        assert last.t + max(last.lead_s, 0.0) + arrivals[-1][1] / sr == pytest.approx(p["end_s"])
+    assert playout_timeline([], sr, 0.1) == []
+
+
+def test_server_metrics_render_prometheus_text():
+    m, other = ServerMetrics(), ServerMetrics()  # one registry per server: no clash in one process
+    m.error('a"b')
+    m.errors_total.labels('a"b').inc(2)
+    m.active_contexts.set(3)
+    m.active_contexts.dec()
+    for v in (0.01, 0.04, 10):
+        m.ttfa.observe(v)
+    body, ctype = m.exposition()
+    text = body.decode()
+    assert ctype.startswith("text/plain") and "version=" in ctype
+    assert "# TYPE voicespec_errors_total counter" in text and "# TYPE voicespec_ttfa_seconds histogram" in text
     values = parse_exposition(text)
-    assert values['x_total{code="a\\"b"}'] == 3 and values["y"] == 2
-    assert values['z_seconds_bucket{le="0.1"}'] == 1 and values['z_seconds_bucket{le="1"}'] == 2
-    assert values['z_seconds_bucket{le="+Inf"}'] == 3 and values["z_seconds_count"] == 3
-    assert values["z_seconds_sum"] == pytest.approx(5.55)
+    assert values['voicespec_errors_total{code="a\\"b"}'] == 3 and values["voicespec_active_contexts"] == 2
+    assert values['voicespec_contexts_total{outcome="done"}'] == 0
+    assert values['voicespec_ttfa_seconds_bucket{le="0.025"}'] == 1 and values['voicespec_ttfa_seconds_bucket{le="0.05"}'] == 2
+    assert values['voicespec_ttfa_seconds_bucket{le="+Inf"}'] == 3 and values["voicespec_ttfa_seconds_count"] == 3
+    assert values["voicespec_ttfa_seconds_sum"] == pytest.approx(10.05)
+    assert parse_exposition(other.exposition()[0].decode())["voicespec_active_contexts"] == 0
     with pytest.raises(ValueError):
-        c.inc(-1)
+        m.client_underruns.inc(-1)

@@ -1,125 +1,69 @@
-"""Counters, gauges and histograms rendered in the Prometheus text exposition format (0.0.4).
-
-Written by hand (about a page) rather than adding ``prometheus-client`` as a dependency: the
-server needs a dozen metrics, all updated from one asyncio thread, so no locking is involved.
-"""
+"""The server's Prometheus metrics (``prometheus-client``), in a registry of their own per server,
+so several servers can run in one process (as the tests do)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from typing import Any
 
-LabelKey = tuple[tuple[str, str], ...]
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-
-def _fmt(x: float) -> str:
-    if math.isinf(x):
-        return "+Inf" if x > 0 else "-Inf"
-    x = float(x)
-    return str(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
+OUTCOMES = ("done", "cancelled", "disconnected", "error")
 
 
-def _labels(key: LabelKey, extra: tuple[tuple[str, str], ...] = ()) -> str:
-    items = key + extra
-    if not items:
-        return ""
-    esc = (v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for _, v in items)
-    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(items, esc)) + "}"
-
-
-class _Metric:
-    kind = ""
-
-    def __init__(self, name: str, help: str) -> None:
-        self.name, self.help = name, help
-
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.kind}"]
-
-
-class Counter(_Metric):
-    kind = "counter"
-
-    def __init__(self, name: str, help: str) -> None:
-        super().__init__(name, help)
-        self.values: dict[LabelKey, float] = {}
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        if amount < 0:
-            raise ValueError("counters only go up")
-        key = tuple(sorted(labels.items()))
-        self.values[key] = self.values.get(key, 0.0) + amount
-
-    def get(self, **labels: str) -> float:
-        return self.values.get(tuple(sorted(labels.items())), 0.0)
-
-    def render(self) -> list[str]:
-        values = self.values or {(): 0.0}
-        return self.header() + [f"{self.name}{_labels(k)} {_fmt(v)}" for k, v in sorted(values.items())]
-
-
-class Gauge(Counter):
-    kind = "gauge"
-
-    def set(self, value: float, **labels: str) -> None:
-        self.values[tuple(sorted(labels.items()))] = float(value)
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        self.values[key] = self.values.get(key, 0.0) + amount
-
-    def dec(self, amount: float = 1.0, **labels: str) -> None:
-        self.inc(-amount, **labels)
-
-
-class Histogram(_Metric):
-    kind = "histogram"
-
-    def __init__(self, name: str, help: str, buckets: Sequence[float]) -> None:
-        super().__init__(name, help)
-        self.buckets = sorted(buckets)
-        self.counts = [0] * (len(self.buckets) + 1)  # last: +Inf
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, value: float) -> None:
-        if math.isnan(value):
-            return
-        self.sum += value
-        self.count += 1
-        for i, b in enumerate(self.buckets):
-            if value <= b:
-                self.counts[i] += 1
-                return
-        self.counts[-1] += 1
-
-    def render(self) -> list[str]:
-        lines, running = self.header(), 0
-        for b, c in zip([*self.buckets, math.inf], self.counts):
-            running += c
-            lines.append(f"{self.name}_bucket{_labels((), (('le', _fmt(b)),))} {running}")
-        return lines + [f"{self.name}_sum {_fmt(self.sum)}", f"{self.name}_count {self.count}"]
-
-
-class Registry:
+class ServerMetrics:
     def __init__(self) -> None:
-        self.metrics: list[_Metric] = []
+        r = self.registry = CollectorRegistry()
+        self.active_sessions = Gauge("voicespec_active_sessions", "Open WebSocket sessions.", registry=r)
+        self.active_contexts = Gauge("voicespec_active_contexts", "Contexts being synthesized or waiting for text.", registry=r)
+        self.sessions_total = Counter("voicespec_sessions_total", "WebSocket sessions accepted.", registry=r)
+        self.contexts_started = Counter("voicespec_contexts_started_total", "Contexts opened.", registry=r)
+        self.contexts_total = Counter("voicespec_contexts_total", "Contexts finished, by outcome (done, cancelled, disconnected, error).",
+                                      ["outcome"], registry=r)
+        for outcome in OUTCOMES:
+            self.contexts_total.labels(outcome)  # exported as 0 before the first one
+        self.errors_total = Counter("voicespec_errors_total", "Errors sent to clients or HTTP rejections, by code.",
+                                    ["code"], registry=r)
+        self.ttfa = Histogram("voicespec_ttfa_seconds", "Time from a context's first speakable text to its first audio frame sent.",
+                              buckets=[0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5], registry=r)
+        self.rtf = Histogram("voicespec_rtf", "Decode-thread seconds per audio second, per context.",
+                             buckets=[0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5], registry=r)
+        self.acceptance = Histogram("voicespec_acceptance_rate", "Fraction of drafted steps accepted, per context.",
+                                    buckets=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1], registry=r)
+        self.accepted_length = Histogram("voicespec_mean_accepted_length", "Steps committed per target pass, per context.",
+                                         buckets=[1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8], registry=r)
+        self.drafted_total = Counter("voicespec_drafted_steps_total", "Draft steps proposed.", registry=r)
+        self.accepted_total = Counter("voicespec_accepted_steps_total", "Draft steps accepted.", registry=r)
+        self.passes_total = Counter("voicespec_target_passes_total", "Target forward passes (verify steps).", registry=r)
+        self.audio_total = Counter("voicespec_audio_seconds_total", "Audio seconds sent.", registry=r)
+        self.client_underruns = Counter("voicespec_client_underruns_total", "Playback underruns reported by clients.", registry=r)
+        self.client_underrun_s = Counter("voicespec_client_underrun_seconds_total", "Playback stall seconds reported by clients.",
+                                         registry=r)
 
-    def add(self, metric: _Metric) -> _Metric:
-        self.metrics.append(metric)
-        return metric
+    def error(self, code: str) -> None:
+        self.errors_total.labels(code).inc()
 
-    def counter(self, name: str, help: str) -> Counter:
-        return self.add(Counter(name, help))  # type: ignore[return-value]
+    def finished(self, outcome: str) -> None:
+        self.contexts_total.labels(outcome).inc()
 
-    def gauge(self, name: str, help: str) -> Gauge:
-        return self.add(Gauge(name, help))  # type: ignore[return-value]
+    def record_done(self, ttfa: float | None, stats: dict[str, Any], d) -> None:
+        """A context that finished normally: its latency, speed and drafting (``d``: DecodeStats)."""
+        self.finished("done")
+        if ttfa is not None:
+            self.ttfa.observe(ttfa)
+        if stats["rtf"] is not None:
+            self.rtf.observe(stats["rtf"])
+        if d.drafted:
+            self.acceptance.observe(d.acceptance_rate)
+        if d.target_passes:
+            self.accepted_length.observe(d.mean_accepted_length)
+        self.drafted_total.inc(d.drafted)
+        self.accepted_total.inc(d.accepted)
+        self.passes_total.inc(d.target_passes)
+        self.audio_total.inc(stats["audio_s"])
 
-    def histogram(self, name: str, help: str, buckets: Sequence[float]) -> Histogram:
-        return self.add(Histogram(name, help, buckets))  # type: ignore[return-value]
-
-    def render(self) -> str:
-        return "\n".join(line for m in self.metrics for line in m.render()) + "\n"
+    def exposition(self) -> tuple[bytes, str]:
+        """The ``/metrics`` body and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
 def parse_exposition(text: str) -> dict[str, float]:

@@ -37,7 +37,7 @@ from . import protocol as P
 from .audio import to_encoding
 from .controller import ControllerConfig
 from .decoder import DecodeConfig
-from .metrics import Registry
+from .metrics import ServerMetrics
 from .scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
 from .synthesis import AudioChunk, SynthesisOptions
 from .text import TextError
@@ -136,11 +136,11 @@ class _Session:
         # client that keeps sending without reading is cut off rather than queued for forever.
         if len(self.outbox) > 4 * self.cfg.send_queue_chunks + 256 and not self.closing:
             self.closing = True
-            self.server.metrics_error(P.SLOW_CLIENT)
+            self.server.metrics.error(P.SLOW_CLIENT)
             asyncio.ensure_future(self.ws.close(P.CLOSE_SLOW_CLIENT, "client is not reading its messages"))
 
     def error(self, code: str, text: str, cid: str | None = None, fatal: bool = False, ended: bool = False) -> None:
-        self.server.metrics_error(code)
+        self.server.metrics.error(code)
         self.put(_Out("msg", None, P.error_message(code, text, cid, fatal, ended)))
 
     async def sender(self) -> None:
@@ -217,7 +217,7 @@ class _Session:
             "latency_budget_ms": None if cap is None else round(cap * 1000, 3),
             "finish_reason": d.finish_reason,
         }
-        self.server.record_done(ttfa, stats, d)
+        self.server.metrics.record_done(ttfa, stats, d)
         return P.message("done", context_id=ctx.id, stats=stats)
 
     # -- from the decode worker (called on the event loop)
@@ -238,13 +238,13 @@ class _Session:
         elif isinstance(item, Failed):
             self._forget(ctx)
             ctx.cancelled = True
-            self.server.contexts_total.inc(outcome="error")
+            self.server.metrics.finished("error")
             self.error(P.INTERNAL, f"synthesis failed: {item.error}", ctx.id, ended=True)
 
     def _forget(self, ctx: _Context) -> None:
         if self.contexts.get(ctx.id) is ctx:
             del self.contexts[ctx.id]
-            self.server.active_contexts.dec()
+            self.server.metrics.active_contexts.dec()
 
     # -- client messages
 
@@ -254,8 +254,8 @@ class _Session:
             if isinstance(msg, P.Start):
                 self._start(msg)
             elif isinstance(msg, P.ClientStats):
-                self.server.client_underruns.inc(msg.underruns)
-                self.server.client_underrun_s.inc(msg.underrun_ms / 1000)
+                self.server.metrics.client_underruns.inc(msg.underruns)
+                self.server.metrics.client_underrun_s.inc(msg.underrun_ms / 1000)
             elif self.started is None:
                 raise P.ProtocolError(P.NOT_STARTED, "send a 'start' message first", getattr(msg, "context_id", None))
             elif isinstance(msg, P.Text):
@@ -305,8 +305,8 @@ class _Session:
                 raise P.ProtocolError(P.TOO_MANY_CONTEXTS, f"at most {self.cfg.max_contexts_per_session} contexts "
                                       "may be active on one connection; end or cancel one first", cid)
             ctx = self.contexts[cid] = _Context(cid)
-            self.server.active_contexts.inc()
-            self.server.contexts_started.inc()
+            self.server.metrics.active_contexts.inc()
+            self.server.metrics.contexts_started.inc()
         return ctx
 
     def _text(self, msg: P.Text) -> None:
@@ -381,7 +381,7 @@ class _Session:
         self._release_buffer(ctx)
         if ctx.job is None:
             self._forget(ctx)
-            self.server.contexts_total.inc(outcome="error")
+            self.server.metrics.finished("error")
             self.error(P.BAD_TEXT, "the context's text has nothing speakable (no letters or digits)", cid, ended=True)
             return
         ctx.job.stream.close()
@@ -391,7 +391,7 @@ class _Session:
         ctx = self._context(cid, create=False)
         if ctx is not None:
             self._drop(ctx)
-            self.server.contexts_total.inc(outcome="cancelled")
+            self.server.metrics.finished("cancelled")
         self.put(_Out("msg", None, P.message("cancelled", context_id=cid)))
 
     def _drop(self, ctx: _Context) -> None:
@@ -411,7 +411,7 @@ class _Session:
         """The socket is gone: stop every context (the worker drops them within one step)."""
         for ctx in list(self.contexts.values()):
             self._drop(ctx)
-            self.server.contexts_total.inc(outcome="disconnected")
+            self.server.metrics.finished("disconnected")
 
 
 # ----------------------------------------------------------------------------- the server
@@ -438,48 +438,7 @@ class TTSServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None
         self._static = {path: (STATIC_DIR / name, ctype) for path, (name, ctype) in STATIC_FILES.items()}
-        self._init_metrics()
-
-    def _init_metrics(self) -> None:
-        m = self.metrics = Registry()
-        self.active_sessions = m.gauge("voicespec_active_sessions", "Open WebSocket sessions.")
-        self.active_contexts = m.gauge("voicespec_active_contexts", "Contexts being synthesized or waiting for text.")
-        self.sessions_total = m.counter("voicespec_sessions_total", "WebSocket sessions accepted.")
-        self.contexts_started = m.counter("voicespec_contexts_started_total", "Contexts opened.")
-        self.contexts_total = m.counter("voicespec_contexts_total", "Contexts finished, by outcome (done, cancelled, disconnected, error).")
-        self.errors_total = m.counter("voicespec_errors_total", "Errors sent to clients or HTTP rejections, by code.")
-        self.ttfa = m.histogram("voicespec_ttfa_seconds", "Time from a context's first speakable text to its first audio frame sent.",
-                                [0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5])
-        self.rtf = m.histogram("voicespec_rtf", "Decode-thread seconds per audio second, per context.",
-                               [0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 5])
-        self.acceptance = m.histogram("voicespec_acceptance_rate", "Fraction of drafted steps accepted, per context.",
-                                      [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1])
-        self.accepted_length = m.histogram("voicespec_mean_accepted_length", "Steps committed per target pass, per context.",
-                                           [1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8])
-        self.drafted_total = m.counter("voicespec_drafted_steps_total", "Draft steps proposed.")
-        self.accepted_total = m.counter("voicespec_accepted_steps_total", "Draft steps accepted.")
-        self.passes_total = m.counter("voicespec_target_passes_total", "Target forward passes (verify steps).")
-        self.audio_total = m.counter("voicespec_audio_seconds_total", "Audio seconds sent.")
-        self.client_underruns = m.counter("voicespec_client_underruns_total", "Playback underruns reported by clients.")
-        self.client_underrun_s = m.counter("voicespec_client_underrun_seconds_total", "Playback stall seconds reported by clients.")
-
-    def metrics_error(self, code: str) -> None:
-        self.errors_total.inc(code=code)
-
-    def record_done(self, ttfa: float | None, stats: dict[str, Any], d) -> None:
-        self.contexts_total.inc(outcome="done")
-        if ttfa is not None:
-            self.ttfa.observe(ttfa)
-        if stats["rtf"] is not None:
-            self.rtf.observe(stats["rtf"])
-        if d.drafted:
-            self.acceptance.observe(d.acceptance_rate)
-        if d.target_passes:
-            self.accepted_length.observe(d.mean_accepted_length)
-        self.drafted_total.inc(d.drafted)
-        self.accepted_total.inc(d.accepted)
-        self.passes_total.inc(d.target_passes)
-        self.audio_total.inc(stats["audio_s"])
+        self.metrics = ServerMetrics()
 
     # -- lifecycle
 
@@ -522,7 +481,7 @@ class TTSServer:
         return Response(status, HTTPStatus(status).phrase, headers, body)
 
     def _reject(self, status: int, code: str, text: str) -> Response:
-        self.metrics_error(code)
+        self.metrics.error(code)
         body = json.dumps({"error": code, "message": text}).encode()
         return self._http(status, body, "application/json")
 
@@ -574,7 +533,7 @@ class TTSServer:
         if path == "/metrics":
             if not self._authorized(request, query):
                 return self._reject(401, "unauthorized", "missing or wrong API key")
-            return self._http(200, self.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            return self._http(200, *self.metrics.exposition())
         if path in self._static:
             file, ctype = self._static[path]
             if file.is_file():
@@ -586,7 +545,7 @@ class TTSServer:
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
         if len(self.sessions) >= cfg.max_sessions:
-            self.metrics_error(P.AT_CAPACITY)
+            self.metrics.error(P.AT_CAPACITY)
             await ws.send(P.error_message(P.AT_CAPACITY, f"the server is at capacity ({cfg.max_sessions} sessions); "
                                           "try again later", fatal=True))
             await ws.close(P.CLOSE_TRY_LATER, "at capacity")
@@ -596,8 +555,8 @@ class TTSServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.send_buffer_bytes)
         session = _Session(self, ws)
         self.sessions.add(session)
-        self.active_sessions.set(len(self.sessions))
-        self.sessions_total.inc()
+        self.metrics.active_sessions.set(len(self.sessions))
+        self.metrics.sessions_total.inc()
         sender = asyncio.create_task(session.sender())
         try:
             await self._receive(session, sender)
@@ -607,7 +566,7 @@ class TTSServer:
             session.close()
             sender.cancel()
             self.sessions.discard(session)
-            self.active_sessions.set(len(self.sessions))
+            self.metrics.active_sessions.set(len(self.sessions))
 
     async def _receive(self, session: _Session, sender: asyncio.Task) -> None:
         ws, timeout = session.ws, self.config.inactivity_timeout_s

@@ -23,6 +23,15 @@ from .voice import Voice
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)
 
 
+def sentence_config(voice: Voice, base: DecodeConfig, i: int, n_chars: int, prompt: Prompt) -> DecodeConfig:
+    """The decode config of sentence ``i`` (``n_chars`` long): seed ``base.seed + i``, and steps capped
+    by the prompt's track length or else the voice's runaway guard for that many characters."""
+    seed = None if base.seed is None else base.seed + i
+    frames = voice.max_frames(n_chars) if prompt.track is None else prompt.track.shape[0]
+    max_steps = voice.target.layout.steps_for_frames_count(frames)
+    return replace(base, seed=seed, max_steps=min(base.max_steps, max_steps))
+
+
 @dataclass(frozen=True)
 class SynthesisOptions:
     """Per-request options. ``decode.seed`` seeds sentence i with ``seed + i``; ``sample_rate``
@@ -98,13 +107,6 @@ class SynthesisStream:
     def cancel(self) -> None:
         self.cancelled = True
 
-    def _config(self, i: int, n_chars: int, prompt: Prompt) -> DecodeConfig:
-        base = self.options.decode
-        seed = None if base.seed is None else base.seed + i
-        frames = self.voice.max_frames(n_chars) if prompt.track is None else prompt.track.shape[0]
-        max_steps = self.voice.target.layout.steps_for_frames_count(frames)
-        return replace(base, seed=seed, max_steps=min(base.max_steps, max_steps))
-
     def _emit(self, pcm: torch.Tensor, sentence: int) -> AudioChunk | None:
         if pcm.numel() == 0:
             return None
@@ -122,7 +124,7 @@ class SynthesisStream:
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
         prompt = self.voice.prompt(ids)
-        gen = self.decoder.generate(prompt, self._config(i, len(sentence), prompt))
+        gen = self.decoder.generate(prompt, sentence_config(self.voice, self.options.decode, i, len(sentence), prompt))
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
         while not gen.done and not self.cancelled:

@@ -7,8 +7,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ..decoder import DecodeConfig
 from ..drafters import Drafter
 from ..sampling import SamplingConfig
+from ..synthesis import sentence_config
 from ..voice import Voice
 from . import machine
 from .budget import budget_table, capacity
@@ -52,14 +54,12 @@ class Bench:
 
     def _cases(self) -> list[Case]:
         """Every sentence of every prompt, capped like synthesis caps it (the voice's runaway guard)."""
-        voice, layout = self.voice, self.voice.target.layout
+        voice, base = self.voice, DecodeConfig(max_steps=self.config.max_steps)
         cases = []
         for i, text in enumerate(self.config.prompts):
             for j, (sentence, ids) in enumerate(voice.frontend.sentences(text)):
                 prompt = voice.prompt(ids)
-                frames = voice.max_frames(len(sentence)) if prompt.track is None else prompt.track.shape[0]
-                cap = min(self.config.max_steps, layout.steps_for_frames_count(frames))
-                cases.append(Case(f"{i}.{j}", prompt, cap))
+                cases.append(Case(f"{i}.{j}", prompt, sentence_config(voice, base, j, len(sentence), prompt).max_steps))
         return cases
 
     def _engine_methods(self) -> list[EngineMethod]:

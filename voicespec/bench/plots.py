@@ -96,10 +96,10 @@ def write_plots(result: dict[str, Any], out: Path) -> list[Path]:
         runs = [r for r in streaming["runs"] if r["method"] == m and r["lead"]]
         if not runs:
             continue
-        worst = min(runs, key=lambda r: min(lead for _, lead in r["lead"]))
-        t, lead = zip(*worst["lead"])
+        worst = min(runs, key=lambda r: min(p[1] for p in r["lead"]))
+        t, lead, stalled = zip(*worst["lead"])  # (seconds, lead, stalled) per arrival: client.playout_timeline
         ax.plot(t, [1000 * x for x in lead], lw=1, label=m)
-        under = [(a, 1000 * b) for a, b in worst["lead"] if b < 0]
+        under = [(a, 1000 * b) for a, b, s in worst["lead"] if s]
         if under:
             ax.plot(*zip(*under), "x", color="red", ms=7)
     ax.axhline(0, color="black", lw=0.8)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..client import gaps, playout
+from ..client import LeadPoint, gaps, playout, playout_timeline
 from ..decoder import DecodeConfig
 from ..sampling import SamplingConfig
 from ..synthesis import SynthesisOptions, SynthesisStream
@@ -40,23 +40,11 @@ class StreamRun:
     audio_s: float
     wall_s: float
     playout: dict[str, Any]
-    lead: list[tuple[float, float]]  # (seconds, audio buffered ahead of the player; < 0: stalled)
+    lead: list[LeadPoint]  # (seconds, audio buffered ahead of the player, stalled) at each arrival
 
     @property
     def ttfa_s(self) -> float | None:
         return self.arrivals[0][0] if self.arrivals else None
-
-
-def lead_timeline(arrivals: Sequence[tuple[float, int]], sample_rate: int, prebuffer_s: float) -> list[tuple[float, float]]:
-    """The player's lead at each arrival after playback started: when the audio received so far
-    would run out, minus now. Negative: the player had been stalled that long (an underrun).
-    Each point replays :func:`playout` on the chunks before it, so both always agree."""
-    start = playout(arrivals, sample_rate, prebuffer_s)["start_s"]
-    points = []
-    for i, (t, _) in enumerate(arrivals):
-        if start is not None and t > start:
-            points.append((t, playout(arrivals[:i], sample_rate, prebuffer_s)["end_s"] - t))
-    return points
 
 
 def stream_once(voice: Voice, text: str, options: SynthesisOptions, prebuffer_s: float) -> StreamRun:
@@ -65,7 +53,7 @@ def stream_once(voice: Voice, text: str, options: SynthesisOptions, prebuffer_s:
     arrivals = [(time.perf_counter() - t0, chunk.pcm.numel()) for chunk in stream]
     st = stream.stats
     return StreamRun("", -1, -1, st.sample_rate, arrivals, st.rtf, st.audio_s, st.wall_s,
-                     playout(arrivals, st.sample_rate, prebuffer_s), lead_timeline(arrivals, st.sample_rate, prebuffer_s))
+                     playout(arrivals, st.sample_rate, prebuffer_s), playout_timeline(arrivals, st.sample_rate, prebuffer_s))
 
 
 def run_streaming(voice: Voice, specs: Sequence[StreamSpec], texts: Sequence[str], sampling: SamplingConfig,
