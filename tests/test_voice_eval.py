@@ -19,14 +19,18 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys):
     CtcAsr(TINY).save(tmp_path / "asr")
     voice = build_tiny_voice(tmp_path / "voice", layout="aligned")
     out = tmp_path / "report.json"
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Hello.\n\nOne more.\n")
     assert main(["evaluate", "--voice", str(voice), "--asr", str(tmp_path / "asr"), "--data", str(tmp_path / "data"),
-                 "--n", "1", "--drafter", "draft-model", "--out", str(out)]) == 0
+                 "--n", "1", "--drafter", "draft-model", "--out", str(out), "--samples", str(tmp_path / "s"),
+                 "--prompts", str(prompts)]) == 0
     report = json.loads(out.read_text())
     for key in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain"):
         assert 0 <= report[key]["cer"] and "examples" in report[key]
     assert report["sampled_spec"]["mcd_dtw_db"] > 0 and report["sampled_plain"]["rtf_median"] > 0
     assert report["greedy_spec_equals_plain"] is True and report["utterances"] == 1
     assert "greedy speculative == plain on every sentence: True" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]
 
 
 def test_samples_are_written_with_a_mel_comparison(tmp_path):

@@ -135,13 +135,17 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="JSON report")
+    p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "
+                                      "voice-mels.png (teacher vs codec vs generated)")
+    p.add_argument("--prompts", default="samples/prompts.txt", help="one text per line, for --samples")
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from .cli import load_voice
 
     t0 = time.perf_counter()
-    report = evaluate_voice(load_voice(args.voice), Path(args.asr), Path(args.data), args.n, args.drafter, args.seed)
+    voice = load_voice(args.voice)
+    report = evaluate_voice(voice, Path(args.asr), Path(args.data), args.n, args.drafter, args.seed)
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
@@ -150,4 +154,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         extra = "".join(f"  {k} {r[k]:.2f}" for k in ("mcd_dtw_db", "rtf_median") if k in r)
         print(f"{key:14s} CER {r['cer']:.3f}  WER {r['wer']:.3f}{extra}")
     print(f"greedy speculative == plain on every sentence: {report['greedy_spec_equals_plain']}")
+    if args.samples:
+        prompts = [line.strip() for line in Path(args.prompts).read_text().splitlines() if line.strip()]
+        written = write_voice_samples(voice, prompts, Path(args.data), Path(args.samples), args.seed)
+        print(f"wrote {len(written)} sample files to {args.samples}")
     return 0

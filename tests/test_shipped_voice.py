@@ -1,0 +1,50 @@
+"""The default voice we ship (models/voicespec-tiny): every part loads and fits, it speaks a short
+sentence through the real pipeline, and speculation changes no token of greedy output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from voicespec.cli import load_voice
+from voicespec.decoder import DecodeConfig, SpecDecoder
+from voicespec.drafters import ModelDrafter
+from voicespec.sampling import SamplingConfig
+from voicespec.synthesis import Synthesizer
+from voicespec.voice import DEFAULT_VOICE
+
+
+@pytest.fixture(scope="module")
+def voice():
+    return load_voice(None)
+
+
+def test_the_default_voice_is_the_shipped_one_with_every_part(voice):
+    assert voice.name == DEFAULT_VOICE and voice.duration is not None and voice.track_positions > 0
+    assert voice.config.default_drafter in voice.drafter_names
+    info = voice.target.model.config.voicespec_info
+    assert info["steps"] > 0 and "ce_wrong_text" in info["heldout_metrics"]
+    # The text must matter to the model: another sentence's text costs it clearly more.
+    assert info["heldout_metrics"]["text_gain_nats"] > 0.1
+
+
+def test_it_speaks_a_short_sentence_for_as_long_as_its_durations_say(voice):
+    text = "Hello there."
+    pcm, stats = Synthesizer(voice).synthesize(text)
+    (_, ids), = voice.frontend.sentences(text)
+    frames = sum(voice.duration.predict(ids))
+    assert stats.frames == frames and pcm.numel() == frames * voice.codec.hop_length
+    assert stats.decode.finish_reason == "eos" and float(pcm.abs().max()) > 0.01
+
+
+def test_greedy_speculation_equals_plain_on_the_shipped_model(voice):
+    (_, ids), = voice.frontend.sentences("Please order a cup of tea.")
+    prompt = voice.prompt(ids)
+    greedy = SamplingConfig(temperature=0)
+    plain = SpecDecoder(voice.target, None, DecodeConfig(greedy, gamma=0, max_steps=400)).generate(prompt).run()
+    drafter = voice.drafter(voice.config.default_drafter)
+    for gamma in (2, "auto"):
+        spec = SpecDecoder(voice.target, drafter, DecodeConfig(greedy, gamma=gamma, max_steps=400)).generate(prompt)
+        assert torch.equal(spec.run(), plain)
+        if isinstance(drafter, ModelDrafter) and gamma == 2:
+            assert spec.stats.accepted > 0  # not vacuous: drafts were accepted
