@@ -42,9 +42,9 @@ def test_greedy_speculation_equals_plain_on_the_shipped_model(voice):
     prompt = voice.prompt(ids)
     greedy = SamplingConfig(temperature=0)
     plain = SpecDecoder(voice.target, None, DecodeConfig(greedy, gamma=0, max_steps=400)).generate(prompt).run()
-    drafter = voice.drafter(voice.config.default_drafter)
+    drafter = voice.drafter("distilled")
     for gamma in (2, "auto"):
         spec = SpecDecoder(voice.target, drafter, DecodeConfig(greedy, gamma=gamma, max_steps=400)).generate(prompt)
         assert torch.equal(spec.run(), plain)
-        if isinstance(drafter, ModelDrafter) and gamma == 2:
-            assert spec.stats.accepted > 0  # not vacuous: drafts were accepted
+        if gamma == 2:
+            assert isinstance(drafter, ModelDrafter) and spec.stats.accepted > 0  # not vacuous: drafts were accepted
