@@ -17,6 +17,7 @@ from .card import DATA_NOTE
 from .lm import INFO_KEY
 
 DRAFT_NAME = "distilled"
+SHARD = "16MB"  # shipped weight files stay well under 20 MiB each (git-friendly)
 
 
 def _table(d: dict[str, Any]) -> str:
@@ -58,7 +59,7 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
     """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
     ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
     lm = CodecLM.from_pretrained(str(target))
-    lm.save_pretrained(dest / "target")
+    lm.save_pretrained(dest / "target", max_shard_size=SHARD)
     c = lm.config
     (dest / "target" / "MODEL_CARD.md").write_text(_lm_card(
         lm, "voicespec-tiny target (codec LM)",
@@ -69,7 +70,7 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
         "the track does. `ce_wrong_text` is the held-out loss with another sentence's text: the gap to `ce` is what "
         "the text is worth to the model.", commands["lm"]))
     dm = CodecLM.from_pretrained(str(draft))
-    dm.save_pretrained(dest / "drafters" / DRAFT_NAME)
+    dm.save_pretrained(dest / "drafters" / DRAFT_NAME, max_shard_size=SHARD)
     (dest / "drafters" / DRAFT_NAME / "MODEL_CARD.md").write_text(_lm_card(
         dm, "voicespec-tiny draft model",
         f"The target's first {dm.config.num_hidden_layers} layer(s) with its embeddings, track and heads, distilled "
