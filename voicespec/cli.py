@@ -281,6 +281,8 @@ def build_parser() -> Parser:
     _lazy_args(t, "voicespec.train.lm", "add_lm_args", "run_lm")
     t = train.add_parser("draft", help="distil a draft model from the target's first layers")
     _lazy_args(t, "voicespec.train.lm", "add_draft_args", "run_draft")
+    t = train.add_parser("ship-codec", help="copy an exported codec into a voice folder with its model card and samples")
+    _lazy_args(t, "voicespec.train.card", "add_ship_codec_args", "run_ship_codec")
     t = train.add_parser("ship", help="assemble a voice folder from finished runs, with model cards")
     _lazy_args(t, "voicespec.train.ship", "add_ship_args", "run_ship")
 

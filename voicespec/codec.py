@@ -19,11 +19,13 @@ from encodec import modules as em
 from encodec import quantization as eq
 
 from .folders import load_weights, read_config, save_folder
+from .istft_decoder import IstftDecoder, IstftStream
 
 if TYPE_CHECKING:
-    from .streaming import StreamingDecoder
+    from .streaming import CodecStream
 
 CODEC_TYPE = "voicespec_encodec"
+DECODERS = ("seanet", "istft")
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class CodecConfig:
     """Architecture of an EnCodec-style codec. Defaults are the pretrained 24 kHz model's.
 
     ``n_q``: codebooks the quantizer holds; ``n_codebooks``: how many of them the codec uses
-    (EnCodec's bandwidth setting), i.e. the K the codec LM sees.
+    (EnCodec's bandwidth setting), i.e. the K the codec LM sees. The encoder and quantizer are
+    always encodec's; the decoder is encodec's SEANet or our frame-rate ``IstftDecoder``.
     """
 
     sample_rate: int = 24000
@@ -47,6 +50,10 @@ class CodecConfig:
     n_q: int = 32
     codebook_size: int = 1024
     n_codebooks: int = 8
+    decoder: str = "seanet"  # "seanet": encodec's SEANetDecoder; "istft": voicespec.istft_decoder
+    decoder_dim: int = 256  # istft decoder only: width, ConvNeXt blocks, window length in hops
+    decoder_layers: int = 8
+    decoder_overlap: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # provenance: data, training, metrics
 
     def __post_init__(self) -> None:
@@ -55,6 +62,8 @@ class CodecConfig:
             raise ValueError(f"n_codebooks must be in 1..n_q={self.n_q}, got {self.n_codebooks}")
         if 2 ** int(math.log2(self.codebook_size)) != self.codebook_size:
             raise ValueError(f"codebook_size must be a power of two, got {self.codebook_size}")
+        if self.decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {DECODERS}, got {self.decoder!r}")
 
     @property
     def hop_length(self) -> int:
@@ -81,14 +90,18 @@ class CodecConfig:
 
 
 def build_encodec(config: CodecConfig) -> EncodecModel:
-    """An ``EncodecModel`` from ``encodec``'s own modules, sized by ``config``."""
+    """An ``EncodecModel`` from ``encodec``'s own modules (and our decoder if asked), sized by ``config``."""
     common = dict(
         channels=config.channels, dimension=config.dimension, n_filters=config.n_filters,
         n_residual_layers=config.n_residual_layers, ratios=list(config.ratios), norm=config.norm,
         causal=config.causal, pad_mode=config.pad_mode, lstm=config.lstm,
     )
     encoder = em.SEANetEncoder(**common)
-    decoder = em.SEANetDecoder(**common)
+    if config.decoder == "istft":
+        decoder = IstftDecoder(config.dimension, config.hop_length, config.decoder_dim, config.decoder_layers,
+                               config.decoder_overlap)
+    else:
+        decoder = em.SEANetDecoder(**common)
     quantizer = eq.ResidualVectorQuantizer(dimension=config.dimension, n_q=config.n_q, bins=config.codebook_size)
     bandwidths = [config.bandwidth(k) for k in range(1, config.n_q + 1)]
     model = EncodecModel(encoder, decoder, quantizer, bandwidths, config.sample_rate, config.channels, name="voicespec")
@@ -158,7 +171,10 @@ class Codec:
             raise ValueError(f"codes must lie in [0, {self.codebook_size})")
         return codes
 
-    def streaming_decoder(self) -> "StreamingDecoder":
+    def streaming_decoder(self) -> CodecStream:
+        """A stateful chunk-by-chunk decoder whose output equals one full ``decode``."""
+        if self.config.decoder == "istft":
+            return IstftStream(self)
         from voicespec.streaming import StreamingDecoder
         return StreamingDecoder(self)
 

@@ -1,4 +1,5 @@
-"""Stateful streaming decoding for ``encodec``'s causal SEANet decoder: codes in, PCM out, chunk by chunk.
+"""Stateful streaming decoding: codes in, PCM out, chunk by chunk (``CodecStream``), and its
+SEANet implementation (``StreamingDecoder``; the frame-rate decoder's is ``istft_decoder.IstftStream``).
 
 ``EncodecModel.decode`` is causal but stateless: to decode frames as a codec LM produces them one
 would re-decode a context window for every chunk. ``StreamingDecoder`` instead mirrors the
@@ -285,41 +286,29 @@ def _build(module: nn.Module, upsample: int, where: str) -> tuple[_Stage, int, i
     raise ValueError(f"{where}: {type(module).__name__} is not supported by the streaming decoder")
 
 
-class StreamingDecoder:
+class CodecStream:
     """Decode codes ``[K, n]`` chunk by chunk into PCM equal to one full ``codec.decode``.
 
     ``push(codes)`` returns the new PCM (float32, CPU; empty while warming up), ``flush()`` ends
     the utterance and returns whatever was held back, ``reset()`` starts a new utterance.
     ``samples_out`` counts the samples emitted in the current utterance; ``warmup_frames`` is how
-    many frames are held back before the first output (1 for zero-padded codecs).
-
-    After ``flush()`` the decoder is closed: ``push`` raises until ``reset()``. Layer weights are
-    read (with ``weight_norm`` applied) at construction and on ``reset()``: if the codec's weights
-    change in between, call ``reset()``. Work per ``push`` is proportional to the chunk (plus one
-    read of the weights); state is a few samples per layer plus the LSTM's ``(h, c)``.
+    many frames go in before the first output. After ``flush()`` the stream is closed: ``push``
+    raises until ``reset()``. Subclasses (one per decoder architecture) say how a chunk decodes.
     """
 
+    warmup_frames = 1
+
     def __init__(self, codec: Codec) -> None:
-        model = codec.model
-        if model.segment is not None or model.normalize:
-            raise ValueError("streaming needs a codec without segmenting or audio normalization")
         self.codec = codec
         self.device = codec.device
         self.hop = codec.hop_length
-        self._stage, self.warmup_frames, up = _build(model.decoder.model, 1, "decoder.model")
-        if up != self.hop:
-            raise ValueError(f"decoder upsamples by {up}, codec hop is {self.hop}")
-        self.reset()
 
     def reset(self) -> None:
         """Forget the current utterance: the next ``push`` starts a new one."""
-        self._stage.reset()
-        self._held: list[torch.Tensor] = []  # codes held back during warm-up
-        self._n_held = 0
-        self._started = False
         self._closed = False
         self.frames_in = 0
         self.samples_out = 0
+        self._reset()
 
     @torch.inference_mode()
     def push(self, codes: torch.Tensor) -> torch.Tensor:
@@ -327,38 +316,75 @@ class StreamingDecoder:
         if self._closed:
             raise RuntimeError("utterance already flushed: call reset() before pushing a new one")
         codes = self.codec._check_codes(codes)
-        n = codes.shape[1]
-        self.frames_in += n
-        if n == 0:
+        self.frames_in += codes.shape[1]
+        if codes.shape[1] == 0:
             return torch.zeros(0)
-        if not self._started:
-            self._held.append(codes)
-            self._n_held += n
-            if self._n_held < self.warmup_frames:
-                return torch.zeros(0)
-            codes = torch.cat(self._held, dim=1)
-            self._held, self._n_held, self._started = [], 0, True
-        return self._emit(self._decode_chunk(codes))
+        return self._emit(self._push(codes))
 
     @torch.inference_mode()
     def flush(self) -> torch.Tensor:
-        """End of utterance: the PCM still held back (empty unless shorter than the warm-up)."""
-        if self._closed or self._started or not self._n_held:
-            self._closed = True
+        """End of utterance: the PCM still held back."""
+        if self._closed:
             return torch.zeros(0)
         self._closed = True
-        codes = torch.cat(self._held, dim=1)
-        self._held, self._n_held = [], 0
-        return self._emit(self.codec.decode(codes))  # too short to stream exactly: full decode
+        return self._emit(self._flush())
 
-    def _decode_chunk(self, codes: torch.Tensor) -> torch.Tensor:
-        emb = self.codec.model.quantizer.decode(codes.to(self.device).unsqueeze(1))  # [K,1,n] -> [1,D,n]
-        return self._stage.step(emb)[0, 0]
+    def _latents(self, codes: torch.Tensor) -> torch.Tensor:
+        return self.codec.model.quantizer.decode(codes.to(self.device).unsqueeze(1))  # [K,1,n] -> [1,D,n]
 
     def _emit(self, pcm: torch.Tensor) -> torch.Tensor:
         pcm = pcm.float().cpu()
         self.samples_out += pcm.shape[0]
         return pcm
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _push(self, codes: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _flush(self) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class StreamingDecoder(CodecStream):
+    """``CodecStream`` for the SEANet decoder (module docstring). Layer weights are read (with
+    ``weight_norm`` applied) at construction and on ``reset()``: if the codec's weights change in
+    between, call ``reset()``. Work per ``push`` is proportional to the chunk; state is a few
+    samples per layer plus the LSTM's ``(h, c)``. ``warmup_frames`` is 1 for zero-padded codecs."""
+
+    def __init__(self, codec: Codec) -> None:
+        super().__init__(codec)
+        model = codec.model
+        if model.segment is not None or model.normalize:
+            raise ValueError("streaming needs a codec without segmenting or audio normalization")
+        self._stage, self.warmup_frames, up = _build(model.decoder.model, 1, "decoder.model")
+        if up != self.hop:
+            raise ValueError(f"decoder upsamples by {up}, codec hop is {self.hop}")
+        self.reset()
+
+    def _reset(self) -> None:
+        self._stage.reset()
+        self._held: list[torch.Tensor] = []  # codes held back during warm-up
+        self._n_held = 0
+        self._started = False
+
+    def _push(self, codes: torch.Tensor) -> torch.Tensor:
+        if not self._started:
+            self._held.append(codes)
+            self._n_held += codes.shape[1]
+            if self._n_held < self.warmup_frames:
+                return torch.zeros(0)
+            codes = torch.cat(self._held, dim=1)
+            self._held, self._n_held, self._started = [], 0, True
+        return self._stage.step(self._latents(codes))[0, 0]
+
+    def _flush(self) -> torch.Tensor:
+        if self._started or not self._n_held:
+            return torch.zeros(0)
+        codes = torch.cat(self._held, dim=1)
+        self._held, self._n_held = [], 0
+        return self.codec.decode(codes)  # too short to stream exactly: full decode
 
 
 def decode_rtf(codec: Codec, chunk_frames: int, seconds: float = 2.0, repeats: int = 3, seed: int = 0) -> dict:
@@ -371,7 +397,7 @@ def decode_rtf(codec: Codec, chunk_frames: int, seconds: float = 2.0, repeats: i
     gen = torch.Generator().manual_seed(seed)
     codes = torch.randint(0, codec.codebook_size, (codec.n_codebooks, n_frames), generator=gen)
     audio_s = n_frames * codec.hop_length / codec.sample_rate
-    dec = StreamingDecoder(codec)
+    dec = codec.streaming_decoder()
 
     def streamed() -> None:
         dec.reset()

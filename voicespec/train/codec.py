@@ -2,7 +2,13 @@
 
 Reconstruction losses only (no adversary: on 2 CPU cores every step counts): multi-scale log-mel
 L1, multi-resolution STFT (spectral convergence + log magnitude), a small waveform L1, and the VQ
-commitment loss. The quantizer is encodec's EMA residual VQ with the fixes in ``train.vq``.
+commitment loss. The quantizer is encodec's EMA residual VQ with the fixes in ``train.vq``. The
+learning rate follows a cosine over the time budget.
+
+Decoder-only runs (``--decoder-only``) freeze the encoder and quantizer, so every code — and any
+codec LM trained on them — stays valid. They encode the corpus once (whole clips, as the LM's data
+was encoded) and train the decoder on aligned (latent, audio) segments; ``--decoder istft`` with
+``--init-from`` puts a fresh frame-rate decoder on an existing encoder and quantizer.
 
 Runs are resumable and never lost: ``out/checkpoint.pt`` (model, optimizer, step, trained wall
 time, RNG) is rewritten atomically every few minutes; ``--minutes`` is a budget on *total* training
@@ -25,8 +31,8 @@ import torchaudio.functional as AF
 import torchaudio.transforms as T
 from torch.nn import functional as F
 
-from .common import hardware, save_atomic
-from ..codec import Codec, CodecConfig, build_encodec
+from .common import cosine_lr_factor, hardware, save_atomic
+from ..codec import DECODERS, Codec, CodecConfig, build_encodec
 from .vq import patch_codebooks
 
 DEFAULT_CODEC = CodecConfig(
@@ -48,6 +54,8 @@ class TrainConfig:
     seed: int = 0
     threads: int = 0  # 0: torch's default
     decoder_only: bool = False  # freeze encoder + quantizer: the codes (and any LM trained on them) stay valid
+    warmup_steps: int = 200
+    final_lr_frac: float = 0.1
 
 
 class MelLoss(torch.nn.Module):
@@ -105,6 +113,32 @@ def random_batch(clips: list[torch.Tensor], n: int, length: int, rng: random.Ran
     return out
 
 
+@torch.no_grad()
+def encode_latents(codec: Codec, clips: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(quantized latents ``[D, T]``, audio zero-padded to ``T * hop``) of whole clips: what a
+    frozen encoder and quantizer give the decoder, computed once for a decoder-only run."""
+    out = []
+    for x in clips:
+        codes = codec.encode(x)
+        latents = codec.model.quantizer.decode(codes.unsqueeze(1))[0]
+        out.append((latents, F.pad(x, (0, codes.shape[1] * codec.hop_length - x.shape[0]))))
+    return out
+
+
+def random_latent_batch(items: list[tuple[torch.Tensor, torch.Tensor]], n: int, frames: int, hop: int,
+                        rng: random.Random) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` aligned segments of ``frames`` frames: latents ``[n, D, frames]``, audio ``[n, 1, frames * hop]``."""
+    latents = torch.zeros(n, items[0][0].shape[0], frames)
+    audio = torch.zeros(n, 1, frames * hop)
+    for i in range(n):
+        z, x = items[rng.randrange(len(items))]
+        start = rng.randrange(max(1, z.shape[1] - frames))
+        z = z[:, start: start + frames]
+        latents[i, :, : z.shape[1]] = z
+        audio[i, 0, : z.shape[1] * hop] = x[start * hop: (start + z.shape[1]) * hop]
+    return latents, audio
+
+
 def _forward(model, x: torch.Tensor, config: CodecConfig) -> tuple[torch.Tensor, torch.Tensor]:
     emb = model.encoder(x)
     q = model.quantizer(emb, model.frame_rate, config.bandwidth(config.n_codebooks))
@@ -155,53 +189,75 @@ def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[s
 
 
 
+def decoder_fields(config: CodecConfig) -> dict:
+    """The decoder's architecture fields of a codec config."""
+    return {k: getattr(config, k) for k in ("decoder", "decoder_dim", "decoder_layers", "decoder_overlap")}
+
+
+def _start_from(init_from: Path, codec_config: CodecConfig, log) -> tuple:
+    """(model, config, step, trained_s, provenance) of a run starting from an exported codec. Its
+    encoder and quantizer always carry over; its decoder too unless ``codec_config`` asks for a
+    different one, which starts fresh (step and time counts then restart, and the start's
+    training record is kept as the encoder's provenance)."""
+    start = Codec.from_folder(init_from)
+    done = start.config.extra.get("training", {})
+    if decoder_fields(codec_config) == decoder_fields(start.config):
+        log(f"initialised from {init_from} (step {done.get('steps', 0)}, {done.get('trained_minutes', 0.0)} min trained)")
+        return (start.model, replace(start.config, extra={}), int(done.get("steps", 0)),
+                60.0 * float(done.get("trained_minutes", 0.0)), {})
+    config = replace(start.config, extra={}, **decoder_fields(codec_config))
+    model = build_encodec(config)
+    model.encoder.load_state_dict(start.model.encoder.state_dict())
+    model.quantizer.load_state_dict(start.model.quantizer.state_dict())
+    log(f"encoder and quantizer from {init_from}; a fresh {config.decoder} decoder")
+    return model, config, 0, 0.0, {"encoder_from": {"folder": str(init_from), **done}}
+
+
 def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAULT_CODEC,
                 config: TrainConfig = TrainConfig(), log=print, init_from: Path | None = None) -> Path:
     """Train (or resume) until ``config.minutes`` of total training time; export; return the
     exported codec folder. ``init_from``: start a new run from an exported codec folder (e.g. the
-    shipped one, on a machine where the run folder is gone): weights, codebooks and the step and
-    time counts carry over; the optimizer starts fresh."""
+    shipped one, on a machine where the run folder is gone; see ``_start_from``); the optimizer
+    starts fresh."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if config.threads:
         torch.set_num_threads(config.threads)
     ckpt_path, metrics_path = out_dir / "checkpoint.pt", out_dir / "metrics.jsonl"
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    model = build_encodec(codec_config)
-    patch_codebooks(model)
-    opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
-    step, trained_s = 0, 0.0
+    step, trained_s, provenance, first_step = 0, 0.0, {}, 0  # first_step: this run's, for the LR warm-up
     if ckpt_path.is_file():
         state = torch.load(ckpt_path, weights_only=False)
         codec_config = CodecConfig.from_dict(state["codec_config"])
         model = build_encodec(codec_config)
         patch_codebooks(model)
         model.load_state_dict(state["model"])
-        opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
-        opt.load_state_dict(state["optimizer"])
-        step, trained_s = state["step"], state["trained_s"]
+        step, trained_s, provenance = state["step"], state["trained_s"], state.get("provenance", {})
+        first_step = state.get("first_step", 0)
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         log(f"resumed at step {step} ({trained_s / 60:.1f} min trained)")
     elif init_from is not None:
-        start = Codec.from_folder(init_from)
-        codec_config = replace(start.config, extra={})
-        model = start.model
-        patch_codebooks(model)
-        opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
-        done = start.config.extra.get("training", {})
-        step, trained_s = int(done.get("steps", 0)), 60.0 * float(done.get("trained_minutes", 0.0))
-        log(f"initialised from {init_from} (step {step}, {trained_s / 60:.1f} min trained)")
+        model, codec_config, step, trained_s, provenance = _start_from(init_from, codec_config, log)
+        first_step = step
+    else:
+        model = build_encodec(codec_config)
+    patch_codebooks(model)
+    opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
+    if ckpt_path.is_file():
+        opt.load_state_dict(state["optimizer"])
     train = load_corpus(data_dir, codec_config.sample_rate, "train")
     heldout = load_corpus(data_dir, codec_config.sample_rate, "heldout")[: config.eval_clips]
     losses = MelLoss(codec_config.sample_rate)
-    length = int(config.segment_s * codec_config.sample_rate) // codec_config.hop_length * codec_config.hop_length
+    hop = codec_config.hop_length
+    frames = int(config.segment_s * codec_config.sample_rate) // hop
+    latents = encode_latents(Codec(model, codec_config), train) if config.decoder_only else None
 
     def checkpoint() -> None:
         save_atomic({
             "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
             "codec_config": codec_config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
-            "torch_rng": torch.get_rng_state(),
+            "torch_rng": torch.get_rng_state(), "provenance": provenance, "first_step": first_step,
         }, ckpt_path)
 
     last_ckpt = time.perf_counter()
@@ -209,8 +265,16 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     with metrics_path.open("a") as metrics:
         while trained_s < config.minutes * 60:
             t0 = time.perf_counter()
-            x = random_batch(train, config.batch_size, length, rng)
-            y, commit = _forward(model, x, codec_config)
+            lr = config.lr * cosine_lr_factor(step - first_step, trained_s, config.warmup_steps, config.minutes,
+                                              config.final_lr_frac)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            if latents is not None:
+                z, x = random_latent_batch(latents, config.batch_size, frames, hop, rng)
+                y, commit = model.decoder(z), torch.zeros(())
+            else:
+                x = random_batch(train, config.batch_size, frames * hop, rng)
+                y, commit = _forward(model, x, codec_config)
             mel = losses.log_mel_l1(y[:, 0], x[:, 0])
             stft = losses.stft_loss(y[:, 0], x[:, 0])
             loss = mel + stft + 0.1 * F.l1_loss(y, x) + commit
@@ -221,15 +285,15 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
             step += 1
             trained_s += time.perf_counter() - t0
             if step % 50 == 0:
-                rec = {"step": step, "trained_min": round(trained_s / 60, 2), "loss": loss.item(), "mel": mel.item(),
-                       "stft": stft.item(), "commit": commit.item()}
+                rec = {"step": step, "trained_min": round(trained_s / 60, 2), "lr": lr, "loss": loss.item(),
+                       "mel": mel.item(), "stft": stft.item(), "commit": commit.item()}
                 metrics.write(json.dumps(rec) + "\n")
                 metrics.flush()
                 log(json.dumps(rec))
-            if step % config.reload_every_steps == 0:  # the corpus may still be growing
+            if latents is None and step % config.reload_every_steps == 0:  # the corpus may still be growing
                 train = load_corpus(data_dir, codec_config.sample_rate, "train")
             if step % config.eval_every_steps == 0:
-                rec = {"step": step, "heldout": evaluate(_as_codec(model, codec_config), heldout, losses)}
+                rec = {"step": step, "heldout": evaluate(Codec(model, codec_config), heldout, losses)}
                 _train_mode(model, config)
                 metrics.write(json.dumps(rec) + "\n")
                 metrics.flush()
@@ -239,10 +303,6 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
                 last_ckpt = time.perf_counter()
     checkpoint()
     return export(out_dir, data_dir, heldout, losses)
-
-
-def _as_codec(model, codec_config: CodecConfig) -> Codec:
-    return Codec(model, codec_config)
 
 
 def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tensor] | None = None,
@@ -259,7 +319,7 @@ def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tens
         "training": {"steps": state["step"], "trained_minutes": round(state["trained_s"] / 60, 1),
                      "hardware": hardware(),
                      "data": str(data_dir) if data_dir else None, "recipe": "voicespec train codec",
-                     "train_config": state["train_config"]},
+                     "train_config": state["train_config"], **state.get("provenance", {})},
         "heldout_metrics": metrics,
     }
     codec = Codec(model, replace(codec_config, extra=extra))
@@ -278,12 +338,24 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", help="start from an exported codec folder (weights + step/time counts)")
     p.add_argument("--decoder-only", action="store_true",
                    help="train only the decoder: every code stays the same, so an LM trained on them stays valid")
+    p.add_argument("--decoder", choices=DECODERS,
+                   help="decoder architecture (default: the --init-from codec's, else seanet); with --init-from "
+                        "a different one starts fresh on the start's encoder and quantizer")
+    p.add_argument("--decoder-dim", type=int, default=CodecConfig.decoder_dim, help="istft decoder width")
+    p.add_argument("--decoder-layers", type=int, default=CodecConfig.decoder_layers, help="istft decoder blocks")
+    p.add_argument("--lr", type=float, default=TrainConfig.lr)
 
 
 def run_codec(args: argparse.Namespace) -> int:
-    config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s,
+    config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s, lr=args.lr,
                          eval_every_steps=args.eval_every, threads=args.threads, decoder_only=args.decoder_only)
     init = Path(args.init_from) if args.init_from else None
-    folder = train_codec(Path(args.data), Path(args.out), DEFAULT_CODEC, config, init_from=init)
+    codec_config = DEFAULT_CODEC
+    if args.decoder:
+        codec_config = replace(DEFAULT_CODEC, decoder=args.decoder, decoder_dim=args.decoder_dim,
+                               decoder_layers=args.decoder_layers)
+    elif init is not None:  # keep the start's decoder
+        codec_config = replace(DEFAULT_CODEC, **decoder_fields(Codec.from_folder(init).config))
+    folder = train_codec(Path(args.data), Path(args.out), codec_config, config, init_from=init)
     print(f"exported {folder}")
     return 0
