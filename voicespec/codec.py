@@ -9,16 +9,16 @@ kind our default voice ships. ``Codec.random`` builds either architecture with r
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from encodec import EncodecModel
 from encodec import modules as em
 from encodec import quantization as eq
 
-from .folders import load_weights, read_config, save_folder
+from .folders import FolderConfig, load_weights, save_folder
 from .istft_decoder import IstftDecoder, IstftStream
 
 if TYPE_CHECKING:
@@ -29,13 +29,17 @@ DECODERS = ("seanet", "istft")
 
 
 @dataclass(frozen=True)
-class CodecConfig:
+class CodecConfig(FolderConfig):
     """Architecture of an EnCodec-style codec. Defaults are the pretrained 24 kHz model's.
 
     ``n_q``: codebooks the quantizer holds; ``n_codebooks``: how many of them the codec uses
     (EnCodec's bandwidth setting), i.e. the K the codec LM sees. The encoder and quantizer are
     always encodec's; the decoder is encodec's SEANet or our frame-rate ``IstftDecoder``.
     """
+
+    TYPE_KEY: ClassVar[str] = "codec_type"
+    TYPE: ClassVar[str] = CODEC_TYPE
+    WHAT: ClassVar[str] = "a voicespec codec"
 
     sample_rate: int = 24000
     channels: int = 1
@@ -77,16 +81,6 @@ class CodecConfig:
         """EnCodec's kbps for ``n_codebooks`` (what ``set_target_bandwidth`` takes)."""
         return n_codebooks * math.log2(self.codebook_size) * math.ceil(self.frame_rate) / 1000
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ratios"] = list(self.ratios)
-        d["codec_type"] = CODEC_TYPE
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CodecConfig:
-        d = {k: v for k, v in d.items() if k != "codec_type"}
-        return cls(**d)
 
 
 def build_encodec(config: CodecConfig) -> EncodecModel:
@@ -140,7 +134,7 @@ class Codec:
 
     @classmethod
     def from_folder(cls, path: str | Path, device: str = "cpu") -> Codec:
-        config = CodecConfig.from_dict(read_config(path, "codec_type", CODEC_TYPE, "a voicespec codec"))
+        config = CodecConfig.read(path)
         model = build_encodec(config)
         load_weights(path, model)
         return cls(model, config, device)

@@ -25,21 +25,20 @@ import argparse
 import json
 import math
 import operator
-import os
-import platform
 import random
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .folders import load_weights, read_config, save_folder
+from .folders import FolderConfig, load_weights, save_folder
 from .text import DEFAULT_ALPHABET
+from .train.common import cosine_lr_factor, hardware, save_atomic
 
 MODEL_TYPE = "voicespec_duration"
 
@@ -112,7 +111,10 @@ def cumulative_round(values: Sequence[float]) -> list[int]:
 # --- model ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class DurationConfig:
+class DurationConfig(FolderConfig):
+    TYPE: ClassVar[str] = MODEL_TYPE
+    WHAT: ClassVar[str] = "a voicespec duration"
+
     alphabet: str = DEFAULT_ALPHABET  # ids are CharTokenizer(alphabet) ids: 1..len, 0 = padding
     embed_dim: int = 128
     conv_channels: int = 128
@@ -136,15 +138,6 @@ class DurationConfig:
     @property
     def vocab_size(self) -> int:
         return len(self.alphabet) + 1  # + padding
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["model_type"] = MODEL_TYPE
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DurationConfig:
-        return cls(**{k: v for k, v in d.items() if k != "model_type"})
 
 
 class DurationModel(nn.Module):
@@ -222,12 +215,7 @@ class DurationModel(nn.Module):
 
     @classmethod
     def from_folder(cls, path: str | Path) -> DurationModel:
-        raw = read_config(path, "model_type", MODEL_TYPE, "a voicespec duration")
-        try:
-            config = DurationConfig.from_dict(raw)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{Path(path) / 'config.json'}: bad duration config ({e})") from None
-        model = cls(config)
+        model = cls(DurationConfig.read(path))
         load_weights(path, model)
         return model.eval()
 
@@ -346,20 +334,6 @@ class DurationTrainConfig:
     threads: int = 0  # 0: torch's default
 
 
-def _lr_factor(step: int, trained_s: float, config: DurationTrainConfig) -> float:
-    warm = min(1.0, (step + 1) / max(config.warmup_steps, 1))
-    frac = min(1.0, trained_s / max(config.minutes * 60, 1e-9))
-    if config.max_steps:
-        frac = max(frac, min(1.0, step / config.max_steps))
-    return warm * (config.final_lr_frac + (1 - config.final_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
-def _save_atomic(obj: Any, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def _epoch(lengths: Sequence[int], batch_size: int, rng: random.Random) -> list[list[int]]:
     """Batches of indices of similar length (less padding), in random order."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i] * (1 + 0.2 * (rng.random() - 0.5)))
@@ -404,7 +378,7 @@ def train_duration(items: Sequence[Item], heldout: Sequence[Item], out_dir: Path
             f"utterances ({sum(len(i) for i, _ in train)} train characters)")
 
     def checkpoint() -> None:
-        _save_atomic({
+        save_atomic({
             "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
             "duration_config": model.config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
             "torch_rng": torch.get_rng_state(),
@@ -430,7 +404,8 @@ def train_duration(items: Sequence[Item], heldout: Sequence[Item], out_dir: Path
             ids, target, lengths = _batch([train[i] for i in batches.pop()])
             loss = _masked_mse(model(ids, lengths), target, lengths)
             for g in opt.param_groups:
-                g["lr"] = config.lr * _lr_factor(step, trained_s, config)
+                g["lr"] = config.lr * cosine_lr_factor(step, trained_s, config.warmup_steps, config.minutes,
+                                                         config.final_lr_frac, config.max_steps)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grad = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -463,7 +438,7 @@ def export_duration(out_dir: Path, train: Sequence[Item] = (), heldout: Sequence
     metrics = evaluate_duration(model, heldout, char_mean_baseline(train) if train else None) if heldout else {}
     extra = {
         "training": {"steps": state["step"], "trained_minutes": round(state["trained_s"] / 60, 2),
-                     "hardware": f"{platform.machine()} CPU x{os.cpu_count()} ({platform.processor() or 'cpu'})",
+                     "hardware": hardware(),
                      "data": source, "train_utterances": len(train), "recipe": "voicespec train duration",
                      "train_config": state["train_config"], "parameters": model.n_params()},
         "heldout_metrics": metrics,

@@ -4,8 +4,9 @@ read back with one clear error for every way a folder can be wrong."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -44,3 +45,30 @@ def load_weights(path: str | Path, module: torch.nn.Module) -> None:
         module.load_state_dict(load_file(str(weights)))
     except Exception as e:  # safetensors raises several types for truncated/corrupt files
         raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
+
+
+class FolderConfig:
+    """Mixin for a dataclass config kept as a folder's ``config.json``, tagged ``TYPE_KEY: TYPE``
+    so that a folder of another kind is refused with a clear error instead of half-loading."""
+
+    TYPE_KEY: ClassVar[str] = "model_type"
+    TYPE: ClassVar[str]
+    WHAT: ClassVar[str]  # "a voicespec codec": for error messages
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d[self.TYPE_KEY] = self.TYPE
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        return cls(**{k: v for k, v in d.items() if k != cls.TYPE_KEY})
+
+    @classmethod
+    def read(cls, path: str | Path):
+        """The config of folder ``path``; ``ValueError`` naming the file if it is not a valid one."""
+        raw = read_config(path, cls.TYPE_KEY, cls.TYPE, cls.WHAT)
+        try:
+            return cls.from_dict(raw)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{Path(path) / CONFIG_NAME}: bad {cls.WHAT} config ({e})") from None

@@ -44,7 +44,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import soundfile as sf
@@ -55,7 +55,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .common import cosine_lr_factor, hardware, save_atomic
-from ..folders import load_weights, read_config, save_folder
+from ..folders import FolderConfig, load_weights, save_folder
 from ..text import DEFAULT_ALPHABET, CharTokenizer
 
 MODEL_TYPE = "voicespec_ctc_asr"
@@ -65,7 +65,10 @@ BLANK = 0  # CTC blank = CharTokenizer's padding id
 # --- model ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class AsrConfig:
+class AsrConfig(FolderConfig):
+    TYPE: ClassVar[str] = MODEL_TYPE
+    WHAT: ClassVar[str] = "a voicespec ASR"
+
     sample_rate: int = 16000
     n_mels: int = 80
     n_fft: int = 400  # 25 ms window
@@ -104,14 +107,6 @@ class AsrConfig:
         """Feature frames for ``num_samples`` at ``sample_rate``: ``ceil(N / hop)``."""
         return -(-num_samples // self.hop_length)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["model_type"] = MODEL_TYPE
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AsrConfig:
-        return cls(**{k: v for k, v in d.items() if k != "model_type"})
 
 
 class CtcAsr(nn.Module):
@@ -210,12 +205,7 @@ class CtcAsr(nn.Module):
 
     @classmethod
     def from_folder(cls, path: str | Path) -> CtcAsr:
-        raw = read_config(path, "model_type", MODEL_TYPE, "a voicespec ASR")
-        try:
-            config = AsrConfig.from_dict(raw)
-        except TypeError as e:
-            raise ValueError(f"{Path(path) / 'config.json'}: bad ASR config ({e})") from None
-        model = cls(config)
+        model = cls(AsrConfig.read(path))
         load_weights(path, model)
         return model.eval()
 

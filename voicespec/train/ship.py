@@ -53,6 +53,14 @@ def _lm_card(model: CodecLM, title: str, summary: str, command: str) -> str:
     return card(title, summary, info, metrics, command)
 
 
+def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> None:
+    """Save a part whose config records its provenance in ``extra``, with its model card."""
+    model.save(folder)
+    extra = model.config.extra
+    (folder / "MODEL_CARD.md").write_text(card(title, summary, extra.get("training", {}),
+                                               extra.get("heldout_metrics", {}), command))
+
+
 def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
                sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any],
                default_drafter: str = DRAFT_NAME) -> Path:
@@ -77,23 +85,14 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
         "on the target's full output distributions (KL(p || q)). `acceptance_per_codebook` is 1 - TV(p, q) on "
         "held-out teacher-forced steps: the per-token acceptance speculative sampling gets at temperature 1.",
         commands["draft"]))
-    dur = load_duration(duration)
-    dur.save(dest / "duration")
-    extra = dict(dur.config.extra)
-    (dest / "duration" / "MODEL_CARD.md").write_text(card(
-        "voicespec-tiny duration predictor",
-        "Characters → frames (50 Hz) per character; trained on CTC forced alignments of the teacher corpus made "
-        "with the shipped recognizer. At run time it is the only source of timing: no phonemizer, nothing GPL.",
-        extra.get("training", {}), extra.get("heldout_metrics", {}), commands["duration"]))
-    rec = load_asr(asr)
-    rec.save(dest / "asr")
-    extra = dict(rec.config.extra)
-    (dest / "asr" / "MODEL_CARD.md").write_text(card(
-        "voicespec-tiny CTC recognizer",
-        "A small character CTC recognizer (log-mel → convs → BiGRU), trained on the teacher corpus. Used for forced "
-        "alignment (training durations) and for character error rates in `voicespec evaluate`. Not a general ASR: "
-        "it has only heard one synthetic voice.", extra.get("training", {}), extra.get("heldout_metrics", {}),
-        commands["asr"]))
+    _ship_part(load_duration(duration), dest / "duration", "voicespec-tiny duration predictor",
+               "Characters → frames (50 Hz) per character; trained on CTC forced alignments of the teacher corpus made "
+               "with the shipped recognizer. At run time it is the only source of timing: no phonemizer, nothing GPL.",
+               commands["duration"])
+    _ship_part(load_asr(asr), dest / "asr", "voicespec-tiny CTC recognizer",
+               "A small character CTC recognizer (log-mel → convs → BiGRU), trained on the teacher corpus. Used for "
+               "forced alignment (training durations) and for character error rates in `voicespec evaluate`. Not a "
+               "general ASR: it has only heard one synthetic voice.", commands["asr"])
     config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=CharTokenizer().to_dict(), sampling=sampling, ngram=ngram,
                          default_drafter=default_drafter, duration="duration", info=info)
     Voice.write_config(dest, config)
