@@ -162,16 +162,15 @@ class CodecLMSession(LMSession):
 
     def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0) -> None:
         super().__init__(model, prefix)
-        self.track = track
-        self.offset = offset
+        # Rows by step position, built once: END before the offset; END past the end (see track_rows).
+        self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
 
     def track_rows(self, start: int, n: int) -> torch.Tensor | None:
-        if self.track is None:
+        if self._rows is None:
             return None
-        rows = torch.tensor(END_ROW).repeat(n, 1)
-        idx = torch.arange(start, start + n) - self.offset
-        ok = (idx >= 0) & (idx < self.track.shape[0])
-        rows[ok] = self.track[idx[ok]]
+        rows = self._rows[start: start + n]
+        if rows.shape[0] < n:
+            rows = torch.cat([rows, torch.tensor([END_ROW]).repeat(n - rows.shape[0], 1)])
         return rows.unsqueeze(0)
 
     def _logits(self, steps: torch.Tensor) -> torch.Tensor:
