@@ -132,3 +132,22 @@ def test_delay_frames_assemble_in_order_exactly_once():
     n = rebuilt.shape[0]
     assert torch.equal(gen.generated[:n][rebuilt != target.layout.pad_id], rebuilt[rebuilt != target.layout.pad_id])
     assert frames.shape[1] == gen.stats.frames == 30 - 2
+
+
+def test_layout_mask_processor_remembers_rows_and_survives_rollback():
+    """The processor advances over new ids only; a shorter or diverging row (assisted generation
+    rejecting drafted ids) must give the mask a fresh walk gives."""
+    from voicespec.layout import FlatLayout
+
+    layout = FlatLayout(n_codebooks=2, codebook_size=3, audio_offset=4, vocab_size=11, start_id=0, eos_id=1, pad_id=2)
+    prompt = torch.tensor([[0, 3]])
+    kept = LayoutMaskProcessor(layout, prompt_len=2)
+    scores = torch.zeros(1, layout.vocab_size)
+    gen = torch.Generator().manual_seed(0)
+    audio = torch.randint(4, 10, (1, 9), generator=gen)
+    for n in [1, 2, 3, 5, 4, 2, 6, 9, 3]:  # grows, rolls back, grows again
+        row = torch.cat([prompt, audio[:, :n]], dim=1)
+        fresh = LayoutMaskProcessor(layout, prompt_len=2)
+        assert torch.equal(kept(row, scores.clone()), fresh(row, scores.clone()))
+    other = torch.cat([prompt, audio[:, :2], torch.tensor([[1]])], dim=1)  # diverges at the same length
+    assert torch.equal(kept(other, scores.clone()), LayoutMaskProcessor(layout, 2)(other, scores.clone()))
