@@ -38,7 +38,7 @@ from torch.nn import functional as F
 
 from .folders import FolderConfig, load_weights, save_folder
 from .text import DEFAULT_ALPHABET
-from .train.common import cosine_lr_factor, hardware, save_atomic
+from .train.common import TrainingRun, cosine_lr_factor, hardware
 
 MODEL_TYPE = "voicespec_duration"
 
@@ -349,80 +349,39 @@ def train_duration(items: Sequence[Item], heldout: Sequence[Item], out_dir: Path
     """Train (or resume) until ``config.minutes`` of total training time (or ``max_steps``);
     export; return the exported folder ``out_dir/duration``. On resume the checkpoint's model
     config wins. ``source``: where the items came from, for the provenance."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    ckpt_path, metrics_path = out_dir / "checkpoint.pt", out_dir / "metrics.jsonl"
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    state = torch.load(ckpt_path, weights_only=False) if ckpt_path.is_file() else None
-    if state is not None:
-        model_config = DurationConfig.from_dict(state["duration_config"])
+    run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log)
+    if run.state is not None:
+        model_config = DurationConfig.from_dict(run.state["duration_config"])
     train = check_items(items, model_config.vocab_size, "items")
     heldout = check_items(heldout, model_config.vocab_size, "heldout")
     if not train:
         raise ValueError("no training items")
     model = DurationModel(replace(model_config, extra={}))
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    step, trained_s = 0, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        step, trained_s = state["step"], state["trained_s"]
-        rng.setstate(state["rng"])
-        torch.set_rng_state(state["torch_rng"])
-        log(f"resumed at step {step} ({trained_s / 60:.1f} min trained)")
-    else:
+    run.attach(model, opt, lambda: {"duration_config": model.config.to_dict(), "train_config": asdict(config)})
+    if run.state is None:
         log(f"new run: {model.n_params() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} held-out "
             f"utterances ({sum(len(i) for i, _ in train)} train characters)")
-
-    def checkpoint() -> None:
-        save_atomic({
-            "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
-            "duration_config": model.config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
-            "torch_rng": torch.get_rng_state(),
-        }, ckpt_path)
-
-    def done() -> bool:
-        return trained_s >= config.minutes * 60 or bool(config.max_steps and step >= config.max_steps)
-
-    last_ckpt = time.perf_counter()
     batches: list[list[int]] = []
     model.train()
-    with metrics_path.open("a") as metrics:
-
-        def record(rec: dict[str, Any]) -> None:
-            metrics.write(json.dumps(rec) + "\n")
-            metrics.flush()
-            log(json.dumps(rec))
-
-        while not done():
-            t0 = time.perf_counter()
-            if not batches:
-                batches = _epoch([len(i) for i, _ in train], config.batch_size, rng)
-            ids, target, lengths = _batch([train[i] for i in batches.pop()])
-            loss = _masked_mse(model(ids, lengths), target, lengths)
-            for g in opt.param_groups:
-                g["lr"] = config.lr * cosine_lr_factor(step, trained_s, config.warmup_steps, config.minutes,
-                                                         config.final_lr_frac, config.max_steps)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            step += 1
-            trained_s += time.perf_counter() - t0
-            if step % config.log_every_steps == 0:
-                record({"step": step, "trained_min": round(trained_s / 60, 3), "loss": loss.item(),
-                        "grad_norm": float(grad), "lr": opt.param_groups[0]["lr"]})
-            if heldout and step % config.eval_every_steps == 0:
-                record({"step": step, "trained_min": round(trained_s / 60, 3),
+    while run.trained_s < config.minutes * 60 and not (config.max_steps and run.step >= config.max_steps):
+        t0 = time.perf_counter()
+        if not batches:
+            batches = _epoch([len(i) for i, _ in train], config.batch_size, run.rng)
+        ids, target, lengths = _batch([train[i] for i in batches.pop()])
+        loss = _masked_mse(model(ids, lengths), target, lengths)
+        lr = config.lr * cosine_lr_factor(run.step, run.trained_s, config.warmup_steps, config.minutes,
+                                          config.final_lr_frac, config.max_steps)
+        grad = run.update(loss, lr, t0)
+        if run.step % config.log_every_steps == 0:
+            run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 3), "loss": loss.item(),
+                        "grad_norm": grad, "lr": lr})
+        if heldout and run.step % config.eval_every_steps == 0:
+            run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 3),
                         "heldout": evaluate_duration(model, heldout)})
-                model.train()
-            if time.perf_counter() - last_ckpt > config.checkpoint_every_s:
-                checkpoint()
-                last_ckpt = time.perf_counter()
-    checkpoint()
+            model.train()
+        run.maybe_save()
+    run.save()
     return export_duration(out_dir, train, heldout, source)
 
 

@@ -54,7 +54,7 @@ import torchaudio.transforms as T
 from torch import nn
 from torch.nn import functional as F
 
-from .common import cosine_lr_factor, hardware, save_atomic
+from .common import TrainingRun, cosine_lr_factor, hardware
 from ..folders import FolderConfig, load_weights, save_folder
 from ..text import DEFAULT_ALPHABET, CharTokenizer
 
@@ -535,91 +535,55 @@ def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainCo
     """Train (or resume) until ``config.minutes`` of total training time; export; return the
     exported folder ``out_dir/asr``. On resume the checkpoint's model config wins."""
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    ckpt_path, metrics_path = out_dir / "checkpoint.pt", out_dir / "metrics.jsonl"
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    state = torch.load(ckpt_path, weights_only=False) if ckpt_path.is_file() else None
-    if state is not None:
-        model_config = AsrConfig.from_dict(state["asr_config"])
+    run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log)
+    if run.state is not None:
+        model_config = AsrConfig.from_dict(run.state["asr_config"])
     model = CtcAsr(replace(model_config, extra={}))
     tokenizer = model.tokenizer
     train = load_utterances(data_dir, model_config.sample_rate, "train", tokenizer, model_config.hop_length)
     heldout = load_utterances(data_dir, model_config.sample_rate, "heldout", tokenizer,
                               model_config.hop_length)[: config.eval_utterances]
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    step, trained_s = 0, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        step, trained_s = state["step"], state["trained_s"]
-        rng.setstate(state["rng"])
-        torch.set_rng_state(state["torch_rng"])
-        log(f"resumed at step {step} ({trained_s / 60:.1f} min trained)")
-    else:
-        sample = rng.sample(train, min(len(train), config.stats_utterances))
+    run.attach(model, opt, lambda: {"asr_config": model.config.to_dict(), "train_config": asdict(config)})
+    if run.state is None:
+        sample = run.rng.sample(train, min(len(train), config.stats_utterances))
         mean, std = _feature_stats(model, sample)
         model.feat_mean.copy_(mean)
         model.feat_std.copy_(std)
         log(f"new run: {model.n_params() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} held-out "
             f"utterances ({sum(u.pcm.shape[0] for u in train) / model_config.sample_rate / 60:.1f} min of train audio)")
-
-    def checkpoint() -> None:
-        save_atomic({
-            "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
-            "asr_config": model.config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
-            "torch_rng": torch.get_rng_state(),
-        }, ckpt_path)
-
     max_padded = int(config.batch_seconds * model_config.sample_rate)
-    last_ckpt = time.perf_counter()
     batches: list[list[int]] = []
     model.train()
-    with metrics_path.open("a") as metrics:
-
-        def record(rec: dict[str, Any]) -> None:
-            metrics.write(json.dumps(rec) + "\n")
-            metrics.flush()
-            log(json.dumps(rec))
-
-        while trained_s < config.minutes * 60:
-            t0 = time.perf_counter()
-            if not batches:
-                batches = length_batches([u.pcm.shape[0] for u in train], max_padded, rng)
-            utts = [train[i] for i in batches.pop()]
-            wave, lengths = _pad(utts)
-            wave = _augment(wave, lengths, config, rng)
-            feats, frame_lengths = model.features(wave, lengths)
-            feats = _spec_augment(feats, frame_lengths, config)
-            log_probs = model(feats, frame_lengths)
-            targets = torch.tensor([k for u in utts for k in u.ids])
-            target_lengths = torch.tensor([len(u.ids) for u in utts])
-            loss = F.ctc_loss(log_probs.transpose(0, 1), targets, frame_lengths, target_lengths, blank=BLANK,
-                              zero_infinity=True)
-            for g in opt.param_groups:
-                g["lr"] = config.lr * cosine_lr_factor(step, trained_s, config.warmup_steps, config.minutes,
-                                                            config.final_lr_frac)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            grad = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            step += 1
-            trained_s += time.perf_counter() - t0
-            if step % config.log_every_steps == 0:
-                record({"step": step, "trained_min": round(trained_s / 60, 2), "loss": loss.item(),
-                        "grad_norm": float(grad), "lr": opt.param_groups[0]["lr"], "batch": len(utts)})
-            if step % config.reload_every_steps == 0:  # the corpus may still be growing
-                train = load_utterances(data_dir, model_config.sample_rate, "train", tokenizer, model_config.hop_length)
-                batches = []
-            if step % config.eval_every_steps == 0:
-                record({"step": step, "trained_min": round(trained_s / 60, 2), "heldout": evaluate(model, heldout, 2)})
-                model.train()
-            if time.perf_counter() - last_ckpt > config.checkpoint_every_s:
-                checkpoint()
-                last_ckpt = time.perf_counter()
-    checkpoint()
+    while run.trained_s < config.minutes * 60:
+        t0 = time.perf_counter()
+        if not batches:
+            batches = length_batches([u.pcm.shape[0] for u in train], max_padded, run.rng)
+        utts = [train[i] for i in batches.pop()]
+        wave, lengths = _pad(utts)
+        wave = _augment(wave, lengths, config, run.rng)
+        feats, frame_lengths = model.features(wave, lengths)
+        feats = _spec_augment(feats, frame_lengths, config)
+        log_probs = model(feats, frame_lengths)
+        targets = torch.tensor([k for u in utts for k in u.ids])
+        target_lengths = torch.tensor([len(u.ids) for u in utts])
+        loss = F.ctc_loss(log_probs.transpose(0, 1), targets, frame_lengths, target_lengths, blank=BLANK,
+                          zero_infinity=True)
+        lr = config.lr * cosine_lr_factor(run.step, run.trained_s, config.warmup_steps, config.minutes,
+                                          config.final_lr_frac)
+        grad = run.update(loss, lr, t0)
+        if run.step % config.log_every_steps == 0:
+            run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "loss": loss.item(),
+                        "grad_norm": grad, "lr": lr, "batch": len(utts)})
+        if run.step % config.reload_every_steps == 0:  # the corpus may still be growing
+            train = load_utterances(data_dir, model_config.sample_rate, "train", tokenizer, model_config.hop_length)
+            batches = []
+        if run.step % config.eval_every_steps == 0:
+            run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2),
+                        "heldout": evaluate(model, heldout, 2)})
+            model.train()
+        run.maybe_save()
+    run.save()
     return export(out_dir, data_dir, heldout)
 
 

@@ -31,7 +31,7 @@ import torchaudio.functional as AF
 import torchaudio.transforms as T
 from torch.nn import functional as F
 
-from .common import cosine_lr_factor, hardware, save_atomic
+from .common import TrainingRun, cosine_lr_factor, hardware
 from ..codec import DECODERS, Codec, CodecConfig, build_encodec
 from .vq import patch_codebooks
 
@@ -219,89 +219,53 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     exported codec folder. ``init_from``: start a new run from an exported codec folder (e.g. the
     shipped one, on a machine where the run folder is gone; see ``_start_from``); the optimizer
     starts fresh."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    ckpt_path, metrics_path = out_dir / "checkpoint.pt", out_dir / "metrics.jsonl"
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    step, trained_s, provenance, first_step = 0, 0.0, {}, 0  # first_step: this run's, for the LR warm-up
-    if ckpt_path.is_file():
-        state = torch.load(ckpt_path, weights_only=False)
-        codec_config = CodecConfig.from_dict(state["codec_config"])
+    run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log)
+    provenance, first_step = {}, 0  # first_step: this run's, for the LR warm-up
+    if run.state is not None:
+        codec_config = CodecConfig.from_dict(run.state["codec_config"])
         model = build_encodec(codec_config)
-        patch_codebooks(model)
-        model.load_state_dict(state["model"])
-        step, trained_s, provenance = state["step"], state["trained_s"], state.get("provenance", {})
-        first_step = state.get("first_step", 0)
-        rng.setstate(state["rng"])
-        torch.set_rng_state(state["torch_rng"])
-        log(f"resumed at step {step} ({trained_s / 60:.1f} min trained)")
+        provenance, first_step = run.state.get("provenance", {}), run.state.get("first_step", 0)
     elif init_from is not None:
-        model, codec_config, step, trained_s, provenance = _start_from(init_from, codec_config, log)
-        first_step = step
+        model, codec_config, first_step, trained_s, provenance = _start_from(init_from, codec_config, log)
     else:
         model = build_encodec(codec_config)
     patch_codebooks(model)
     opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
-    if ckpt_path.is_file():
-        opt.load_state_dict(state["optimizer"])
+    run.attach(model, opt, lambda: {"codec_config": codec_config.to_dict(), "train_config": asdict(config),
+                                    "provenance": provenance, "first_step": first_step})
+    if run.state is None and init_from is not None:
+        run.step, run.trained_s = first_step, trained_s
     train = load_corpus(data_dir, codec_config.sample_rate, "train")
     heldout = load_corpus(data_dir, codec_config.sample_rate, "heldout")[: config.eval_clips]
     losses = MelLoss(codec_config.sample_rate)
     hop = codec_config.hop_length
     frames = int(config.segment_s * codec_config.sample_rate) // hop
     latents = encode_latents(Codec(model, codec_config), train) if config.decoder_only else None
-
-    def checkpoint() -> None:
-        save_atomic({
-            "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "trained_s": trained_s,
-            "codec_config": codec_config.to_dict(), "train_config": asdict(config), "rng": rng.getstate(),
-            "torch_rng": torch.get_rng_state(), "provenance": provenance, "first_step": first_step,
-        }, ckpt_path)
-
-    last_ckpt = time.perf_counter()
     _train_mode(model, config)
-    with metrics_path.open("a") as metrics:
-        while trained_s < config.minutes * 60:
-            t0 = time.perf_counter()
-            lr = config.lr * cosine_lr_factor(step - first_step, trained_s, config.warmup_steps, config.minutes,
-                                              config.final_lr_frac)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            if latents is not None:
-                z, x = random_latent_batch(latents, config.batch_size, frames, hop, rng)
-                y, commit = model.decoder(z), torch.zeros(())
-            else:
-                x = random_batch(train, config.batch_size, frames * hop, rng)
-                y, commit = _forward(model, x, codec_config)
-            mel = losses.log_mel_l1(y[:, 0], x[:, 0])
-            stft = losses.stft_loss(y[:, 0], x[:, 0])
-            loss = mel + stft + 0.1 * F.l1_loss(y, x) + commit
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            step += 1
-            trained_s += time.perf_counter() - t0
-            if step % 50 == 0:
-                rec = {"step": step, "trained_min": round(trained_s / 60, 2), "lr": lr, "loss": loss.item(),
-                       "mel": mel.item(), "stft": stft.item(), "commit": commit.item()}
-                metrics.write(json.dumps(rec) + "\n")
-                metrics.flush()
-                log(json.dumps(rec))
-            if latents is None and step % config.reload_every_steps == 0:  # the corpus may still be growing
-                train = load_corpus(data_dir, codec_config.sample_rate, "train")
-            if step % config.eval_every_steps == 0:
-                rec = {"step": step, "heldout": evaluate(Codec(model, codec_config), heldout, losses)}
-                _train_mode(model, config)
-                metrics.write(json.dumps(rec) + "\n")
-                metrics.flush()
-                log(json.dumps(rec))
-            if time.perf_counter() - last_ckpt > config.checkpoint_every_s:
-                checkpoint()
-                last_ckpt = time.perf_counter()
-    checkpoint()
+    while run.trained_s < config.minutes * 60:
+        t0 = time.perf_counter()
+        if latents is not None:
+            z, x = random_latent_batch(latents, config.batch_size, frames, hop, run.rng)
+            y, commit = model.decoder(z), torch.zeros(())
+        else:
+            x = random_batch(train, config.batch_size, frames * hop, run.rng)
+            y, commit = _forward(model, x, codec_config)
+        mel = losses.log_mel_l1(y[:, 0], x[:, 0])
+        stft = losses.stft_loss(y[:, 0], x[:, 0])
+        loss = mel + stft + 0.1 * F.l1_loss(y, x) + commit
+        lr = config.lr * cosine_lr_factor(run.step - first_step, run.trained_s, config.warmup_steps, config.minutes,
+                                          config.final_lr_frac)
+        run.update(loss, lr, t0)
+        if run.step % 50 == 0:
+            run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "lr": lr, "loss": loss.item(),
+                        "mel": mel.item(), "stft": stft.item(), "commit": commit.item()})
+        if latents is None and run.step % config.reload_every_steps == 0:  # the corpus may still be growing
+            train = load_corpus(data_dir, codec_config.sample_rate, "train")
+        if run.step % config.eval_every_steps == 0:
+            run.record({"step": run.step, "heldout": evaluate(Codec(model, codec_config), heldout, losses)})
+            _train_mode(model, config)
+        run.maybe_save()
+    run.save()
     return export(out_dir, data_dir, heldout, losses)
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,7 +39,7 @@ from ..duration import frame_track
 from ..layout import DelayLayout
 from ..tiny import truncated_copy
 from .asr import align, length_batches, load_asr, load_utterances
-from .common import cosine_lr_factor, hardware, save_atomic
+from .common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 
 INFO_KEY = "voicespec_info"
 
@@ -168,72 +167,35 @@ class LMTrainConfig:
 
 # --- training ------------------------------------------------------------------------------------
 
-class _Run:
-    """Checkpointed, resumable, time-budgeted loop shared by the target and the draft recipe."""
+class _Run(TrainingRun):
+    """The time-budgeted loop shared by the target and the draft recipe."""
 
     def __init__(self, out_dir: Path, model: CodecLM, config: LMTrainConfig, kind: str, log=print) -> None:
-        self.out_dir, self.model, self.config, self.kind, self.log = out_dir, model, config, kind, log
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if config.threads:
-            torch.set_num_threads(config.threads)
-        self.ckpt = out_dir / "checkpoint.pt"
-        self.rng = random.Random(config.seed)
-        torch.manual_seed(config.seed)
-        self.opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        self.step, self.trained_s = 0, 0.0
-        if self.ckpt.is_file():
-            state = torch.load(self.ckpt, weights_only=False)
-            model.load_state_dict(state["model"])
-            self.opt.load_state_dict(state["optimizer"])
-            self.step, self.trained_s = state["step"], state["trained_s"]
-            self.rng.setstate(state["rng"])
-            torch.set_rng_state(state["torch_rng"])
-            log(f"resumed {kind} at step {self.step} ({self.trained_s / 60:.1f} min trained)")
-
-    def save(self) -> None:
-        save_atomic({"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": self.step,
-                     "trained_s": self.trained_s, "model_config": self.model.config.to_dict(),
-                     "train_config": asdict(self.config), "rng": self.rng.getstate(),
-                     "torch_rng": torch.get_rng_state()}, self.ckpt)
+        super().__init__(out_dir, config.seed, config.threads, config.checkpoint_every_s, log)
+        self.model, self.config, self.kind = model, config, kind
+        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.attach(model, opt, lambda: {"model_config": model.config.to_dict(), "train_config": asdict(config)})
 
     def loop(self, train: Sequence[LMSequence], loss_fn, evaluate) -> None:
         """``loss_fn(batch) -> (loss, per-codebook tensor)``; ``evaluate() -> dict``."""
         c = self.config
-        last_ckpt = time.perf_counter()
         batches: list[list[int]] = []
-        with (self.out_dir / "metrics.jsonl").open("a") as metrics:
-
-            def record(rec: dict[str, Any]) -> None:
-                metrics.write(json.dumps(rec) + "\n")
-                metrics.flush()
-                self.log(json.dumps(rec))
-
-            self.model.train()
-            while self.trained_s < c.minutes * 60:
-                t0 = time.perf_counter()
-                if not batches:
-                    batches = length_batches([s.inputs.shape[0] + s.text.shape[0] for s in train], c.batch_steps, self.rng)
-                batch = [train[i] for i in batches.pop()]
-                loss, per_cb = loss_fn(batch)
-                for g in self.opt.param_groups:
-                    g["lr"] = c.lr * cosine_lr_factor(self.step, self.trained_s, c.warmup_steps, c.minutes, c.final_lr_frac)
-                self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                grad = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-                self.opt.step()
-                self.step += 1
-                self.trained_s += time.perf_counter() - t0
-                if self.step % c.log_every_steps == 0:
-                    record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "loss": loss.item(),
-                            "per_codebook": [round(x, 3) for x in per_cb.tolist()], "grad_norm": float(grad),
-                            "lr": self.opt.param_groups[0]["lr"]})
-                if self.step % c.eval_every_steps == 0:
-                    self.model.eval()
-                    record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "heldout": evaluate()})
-                    self.model.train()
-                if time.perf_counter() - last_ckpt > c.checkpoint_every_s:
-                    self.save()
-                    last_ckpt = time.perf_counter()
+        self.model.train()
+        while self.trained_s < c.minutes * 60:
+            t0 = time.perf_counter()
+            if not batches:
+                batches = length_batches([s.inputs.shape[0] + s.text.shape[0] for s in train], c.batch_steps, self.rng)
+            loss, per_cb = loss_fn([train[i] for i in batches.pop()])
+            lr = c.lr * cosine_lr_factor(self.step, self.trained_s, c.warmup_steps, c.minutes, c.final_lr_frac)
+            grad = self.update(loss, lr, t0)
+            if self.step % c.log_every_steps == 0:
+                self.record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "loss": loss.item(),
+                             "per_codebook": [round(x, 3) for x in per_cb.tolist()], "grad_norm": grad, "lr": lr})
+            if self.step % c.eval_every_steps == 0:
+                self.model.eval()
+                self.record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "heldout": evaluate()})
+                self.model.train()
+            self.maybe_save()
         self.save()
         self.model.eval()
 
