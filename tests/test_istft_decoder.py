@@ -17,7 +17,7 @@ from voicespec.codec import Codec, CodecConfig
 from voicespec.istft_decoder import IstftDecoder, IstftStream, overlap_add
 from voicespec.train.codec import TrainConfig, _start_from, train_codec
 from test_streaming import IRREGULAR, random_codes, stream
-from test_train_codec import _fake_corpus
+from test_train_codec import TINY_CODEC, _fake_corpus
 
 ATOL = 2e-6
 ISTFT = CodecConfig(sample_rate=16000, n_filters=4, ratios=(8, 5, 4, 2), dimension=16, lstm=0, pad_mode="constant",
@@ -116,10 +116,10 @@ def test_configs_without_a_decoder_field_are_seanet():
 
 def test_fresh_istft_decoder_on_a_trained_encoder_keeps_every_code(tmp_path):
     _fake_corpus(tmp_path / "data")
-    seanet = dataclasses.replace(ISTFT, decoder="seanet", ratios=(4, 4, 2), dimension=8, codebook_size=16)
+    seanet = TINY_CODEC
     config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
     first = train_codec(tmp_path / "data", tmp_path / "a", seanet, config, log=lambda s: None)
-    istft = dataclasses.replace(seanet, decoder="istft")
+    istft = dataclasses.replace(seanet, decoder="istft", decoder_dim=32, decoder_layers=2)
     _, cfg, step, trained_s, provenance = _start_from(first, istft, log=lambda s: None)
     assert cfg.decoder == "istft" and step == 0 and trained_s == 0.0
     assert provenance["encoder_from"]["steps"] > 0

@@ -16,6 +16,10 @@ from voicespec.train.codec import TrainConfig, train_codec
 from voicespec.train.vq import FixedEuclideanCodebook, kmeans, patch_codebooks
 
 
+TINY_CODEC = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0, pad_mode="constant",
+                         n_q=2, n_codebooks=2, codebook_size=16)
+
+
 def _dead_codebook(cls):
     """A trained-looking codebook whose codes 4.. have never been used (cluster size 0)."""
     torch.manual_seed(0)
@@ -74,8 +78,7 @@ def _fake_corpus(folder, n=6, sr=24000):
 
 def test_training_runs_resumes_and_exports(tmp_path):
     _fake_corpus(tmp_path / "data")
-    codec_config = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0,
-                               pad_mode="constant", n_q=2, n_codebooks=2, codebook_size=16)
+    codec_config = TINY_CODEC
     config = TrainConfig(minutes=0.02, batch_size=2, segment_s=0.25, eval_every_steps=5, checkpoint_every_s=0.5, eval_clips=1)
     out = tmp_path / "run"
     folder = train_codec(tmp_path / "data", out, codec_config, config, log=lambda s: None)
@@ -103,8 +106,7 @@ def test_training_runs_resumes_and_exports(tmp_path):
 
 def test_a_new_run_can_start_from_an_exported_codec(tmp_path):
     _fake_corpus(tmp_path / "data")
-    codec_config = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0,
-                               pad_mode="constant", n_q=2, n_codebooks=2, codebook_size=16)
+    codec_config = TINY_CODEC
     config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
     first = train_codec(tmp_path / "data", tmp_path / "a", codec_config, config, log=lambda s: None)
     steps = Codec.from_folder(first).config.extra["training"]["steps"]
@@ -116,8 +118,7 @@ def test_a_new_run_can_start_from_an_exported_codec(tmp_path):
 def test_decoder_only_training_keeps_every_code(tmp_path):
     """The LM speaks the codec's codes: a decoder-only run may improve the sound, never the tokens."""
     _fake_corpus(tmp_path / "data")
-    codec_config = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0,
-                               pad_mode="constant", n_q=2, n_codebooks=2, codebook_size=16)
+    codec_config = TINY_CODEC
     config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
     first = train_codec(tmp_path / "data", tmp_path / "a", codec_config, config, log=lambda s: None)
     tuned = train_codec(tmp_path / "data", tmp_path / "b", codec_config,
