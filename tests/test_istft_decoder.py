@@ -13,6 +13,7 @@ import json
 import pytest
 import torch
 
+from voicespec.cli import main
 from voicespec.codec import Codec, CodecConfig
 from voicespec.istft_decoder import IstftDecoder, IstftStream, overlap_add
 from voicespec.train.codec import TrainConfig, _start_from, train_codec
@@ -115,21 +116,32 @@ def test_configs_without_a_decoder_field_are_seanet():
 
 
 def test_fresh_istft_decoder_on_a_trained_encoder_keeps_every_code(tmp_path):
+    """The shipped recipe on tiny settings: a SEANet codec, then `train codec --init-from it
+    --decoder istft --decoder-only` and `train ship-codec`, through the command line."""
     _fake_corpus(tmp_path / "data")
-    seanet = TINY_CODEC
     config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
-    first = train_codec(tmp_path / "data", tmp_path / "a", seanet, config, log=lambda s: None)
-    istft = dataclasses.replace(seanet, decoder="istft", decoder_dim=32, decoder_layers=2)
+    first = train_codec(tmp_path / "data", tmp_path / "a", TINY_CODEC, config, log=lambda s: None)
+    istft = dataclasses.replace(TINY_CODEC, decoder="istft", decoder_dim=32, decoder_layers=2)
     _, cfg, step, trained_s, provenance = _start_from(first, istft, log=lambda s: None)
     assert cfg.decoder == "istft" and step == 0 and trained_s == 0.0
     assert provenance["encoder_from"]["steps"] > 0
-    tuned = train_codec(tmp_path / "data", tmp_path / "b", istft,
-                        TrainConfig(**{**config.__dict__, "minutes": 0.02, "decoder_only": True}),
-                        log=lambda s: None, init_from=first)
-    a, b = Codec.from_folder(first), Codec.from_folder(tuned)
-    assert isinstance(b.model.decoder, IstftDecoder)
+    run = tmp_path / "b"
+    assert main(["train", "codec", "--data", str(tmp_path / "data"), "--out", str(run), "--init-from", str(first),
+                 "--decoder", "istft", "--decoder-dim", "32", "--decoder-layers", "2", "--decoder-only",
+                 "--minutes", "0.02", "--batch-size", "2", "--segment-s", "0.25", "--eval-every", "1000"]) == 0
+    a, b = Codec.from_folder(first), Codec.from_folder(run / "codec")
+    assert isinstance(b.model.decoder, IstftDecoder) and b.config.decoder_dim == 32
     x = torch.randn(16000) * 0.1
     assert torch.equal(a.encode(x), b.encode(x))
     training = b.config.extra["training"]
     assert training["train_config"]["decoder_only"] and training["encoder_from"]["folder"] == str(first)
     assert 0 < training["steps"]
+
+    dest, samples = tmp_path / "ship" / "codec", tmp_path / "samples"
+    assert main(["train", "ship-codec", "--codec", str(run / "codec"), "--data", str(tmp_path / "data"),
+                 "--dest", str(dest), "--samples", str(samples), "--command", "voicespec train codec ..."]) == 0
+    card = (dest / "MODEL_CARD.md").read_text()
+    assert "istft: 2 causal ConvNeXt blocks x 32" in card and "Encoder and quantizer: frozen" in card
+    assert f"Steps: {training['steps']}" in card
+    assert Codec.from_folder(dest).config == b.config
+    assert (samples / "codec-mels.png").stat().st_size > 0
