@@ -145,3 +145,12 @@ def test_fresh_istft_decoder_on_a_trained_encoder_keeps_every_code(tmp_path):
     assert f"Steps: {training['steps']}" in card
     assert Codec.from_folder(dest).config == b.config
     assert (samples / "codec-mels.png").stat().st_size > 0
+
+
+def test_a_whole_codec_trains_with_the_istft_decoder(tmp_path):
+    _fake_corpus(tmp_path / "data")
+    cfg = dataclasses.replace(TINY_CODEC, decoder="istft", decoder_dim=32, decoder_layers=2)
+    config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=1000, eval_clips=1)
+    codec = Codec.from_folder(train_codec(tmp_path / "data", tmp_path / "run", cfg, config, log=lambda s: None))
+    assert isinstance(codec.model.decoder, IstftDecoder) and codec.config.extra["training"]["steps"] > 0
+    assert codec.decode(codec.encode(torch.randn(1600) * 0.1)).shape == (1600,)
