@@ -38,10 +38,20 @@ def _generate(synth: Synthesizer, text: str, decode: DecodeConfig, drafter: str)
     return (torch.cat(chunks) if chunks else torch.zeros(0)), stream
 
 
+def speculative_default(voice: Voice) -> str:
+    """The drafter the speculative rows use: the voice's default if it drafts at all, else its
+    first shipped draft model, else n-gram (a voice that decodes plainly by default still gets
+    its speculation and exactness measured)."""
+    if voice.config.default_drafter != "none":
+        return voice.config.default_drafter
+    models = [name for name in voice.drafter_names if name not in ("none", "ngram")]
+    return models[0] if models else "ngram"
+
+
 def evaluate_voice(voice: Voice, asr_dir: Path, data_dir: Path, n: int = 12, drafter: str | None = None,
                    seed: int = 0, log=print) -> dict[str, Any]:
     asr = load_asr(asr_dir)
-    drafter = drafter or voice.config.default_drafter
+    drafter = drafter or speculative_default(voice)
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
     sampled = DecodeConfig(voice.sampling, gamma="auto", seed=seed)
@@ -132,7 +142,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--asr", required=True, help="CTC recognizer folder (`voicespec train asr`)")
     p.add_argument("--data", required=True, help="teacher corpus (its held-out split is evaluated)")
     p.add_argument("--n", type=int, default=12, help="held-out sentences")
-    p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's)")
+    p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's default "
+                                                 "drafter, or its first draft model if that is none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="JSON report")
     p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "

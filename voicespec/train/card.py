@@ -77,8 +77,8 @@ def _architecture(cfg) -> str:
 def _decoder_row(cfg) -> str:
     if cfg.decoder == "istft":
         return (f"istft: {cfg.decoder_layers} causal ConvNeXt blocks x {cfg.decoder_dim}, window {cfg.decoder_overlap} "
-                f"hops ({cfg.decoder_overlap * cfg.hop_length} samples); streams exactly with "
-                f"{cfg.decoder_overlap - 1} frame(s) of look-behind latency")
+                f"hops ({cfg.decoder_overlap * cfg.hop_length} samples); streams exactly, each hop of audio final "
+                f"{cfg.decoder_overlap - 1} frame(s) after its code")
     return "SEANet (mirror of the encoder); streams exactly with carried convolution state"
 
 
