@@ -154,3 +154,20 @@ def test_a_whole_codec_trains_with_the_istft_decoder(tmp_path):
     codec = Codec.from_folder(train_codec(tmp_path / "data", tmp_path / "run", cfg, config, log=lambda s: None))
     assert isinstance(codec.model.decoder, IstftDecoder) and codec.config.extra["training"]["steps"] > 0
     assert codec.decode(codec.encode(torch.randn(1600) * 0.1)).shape == (1600,)
+
+
+@pytest.mark.parametrize("decoder", ["istft", "seanet"])
+def test_min_frames_queues_frames_and_changes_no_sample(decoder):
+    codec = Codec.random(dataclasses.replace(ISTFT, decoder=decoder))
+    codes = random_codes(codec, 23)
+    full = codec.decode(codes)
+    dec = codec.streaming_decoder(min_frames=3)
+    assert dec.push(codes[:, :1]).numel() == 0 and dec.push(codes[:, 1:2]).numel() == 0  # queued
+    assert dec.push(codes[:, 2:3]).numel() > 0  # three frames decoded together
+    rest = stream(dec, codes[:, 3:], [1, 2, 1, 4])
+    dec.reset()
+    out = torch.cat(stream(dec, codes, [1, 2, 1, 4]))
+    assert out.shape == full.shape and (out - full).abs().max() < ATOL
+    with pytest.raises(ValueError, match="min_frames"):
+        codec.streaming_decoder(min_frames=0)
+    assert rest[-1].numel() > 0  # flush decodes what is still queued

@@ -165,12 +165,13 @@ class Codec:
             raise ValueError(f"codes must lie in [0, {self.codebook_size})")
         return codes
 
-    def streaming_decoder(self) -> CodecStream:
-        """A stateful chunk-by-chunk decoder whose output equals one full ``decode``."""
+    def streaming_decoder(self, min_frames: int = 1) -> CodecStream:
+        """A stateful chunk-by-chunk decoder whose output equals one full ``decode``; it decodes
+        at least ``min_frames`` frames per call (``CodecStream``)."""
         if self.config.decoder == "istft":
-            return IstftStream(self)
+            return IstftStream(self, min_frames)
         from voicespec.streaming import StreamingDecoder
-        return StreamingDecoder(self)
+        return StreamingDecoder(self, min_frames)
 
 
 def load_codec(spec: str, device: str = "cpu") -> Codec:

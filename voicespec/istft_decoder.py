@@ -133,8 +133,8 @@ class IstftStream(CodecStream):
     ``overlap - 1`` unfinished hops; the first ``overlap - 1`` hops of an utterance lie before
     time 0 and are dropped, as in the full decode."""
 
-    def __init__(self, codec: Codec) -> None:
-        super().__init__(codec)
+    def __init__(self, codec: Codec, min_frames: int = 1) -> None:
+        super().__init__(codec, min_frames)
         self.decoder: IstftDecoder = codec.model.decoder
         self.warmup_frames = self.decoder.overlap
         self.reset()

@@ -64,7 +64,7 @@ class IncrementalStream(SynthesisStream):
 
     def __iter__(self) -> Iterator[AudioChunk | FlushMark | None]:  # type: ignore[override]
         codec, rate = self.voice.codec, self.stats.sample_rate
-        decoder, resampler = codec.streaming_decoder(), StreamingResampler(codec.sample_rate, rate)
+        decoder, resampler = self.voice.codec_stream(), StreamingResampler(codec.sample_rate, rate)
         pending = False  # audio pushed into the codec since its last flush
         i = 0
         while not self.cancelled:
@@ -72,7 +72,7 @@ class IncrementalStream(SynthesisStream):
             if due:
                 if pending:
                     yield from self._flush_codec(decoder, resampler, i - 1)
-                    decoder, resampler = codec.streaming_decoder(), StreamingResampler(codec.sample_rate, rate)
+                    decoder, resampler = self.voice.codec_stream(), StreamingResampler(codec.sample_rate, rate)
                     pending = False
                 yield FlushMark(flush_id)
             elif i < len(self.sentences):

@@ -149,7 +149,7 @@ class SynthesisStream:
 
     def __iter__(self) -> Iterator[AudioChunk]:
         codec = self.voice.codec
-        decoder = codec.streaming_decoder()
+        decoder = self.voice.codec_stream()
         resampler = StreamingResampler(codec.sample_rate, self.stats.sample_rate)
         for i in range(len(self.sentences)):
             yield from (chunk for chunk in self._sentence(i, decoder, resampler) if chunk is not None)

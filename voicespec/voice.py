@@ -23,6 +23,7 @@ from .drafters import Drafter, ModelDrafter, NGramDrafter
 from .duration import DurationModel, frame_track, load_duration
 from .layout import FlatLayout, Prompt
 from .lm import StepLM
+from .streaming import CodecStream
 from .loading import load_step_lm
 from .sampling import SamplingConfig
 from .text import FrontEnd, tokenizer_from_dict
@@ -43,6 +44,7 @@ class VoiceConfig:
     min_max_frames: int = 100
     duration: str | None = None  # sub-folder of the duration predictor (aligned targets)
     speaking_rate: float = 1.0  # > 1 speaks faster (aligned targets)
+    codec_chunk_frames: int = 1  # frames the codec decodes together when streaming (CodecStream.min_frames)
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
 
 
@@ -70,6 +72,10 @@ class Voice:
             raise ValueError(f"voice {config.name!r} {need}")
         if not config.speaking_rate > 0:
             raise ValueError(f"voice {config.name!r}: speaking_rate must be positive, got {config.speaking_rate}")
+        if isinstance(config.codec_chunk_frames, bool) or not isinstance(config.codec_chunk_frames, int) \
+                or config.codec_chunk_frames < 1:
+            raise ValueError(f"voice {config.name!r}: codec_chunk_frames must be an integer >= 1, "
+                             f"got {config.codec_chunk_frames!r}")
         text_vocab = self._text_vocab()
         if config.text_offset + self.tokenizer.vocab_size > text_vocab:
             raise ValueError(f"voice {config.name!r}: tokenizer ids exceed the LM's text vocabulary ({text_vocab})")
@@ -96,6 +102,10 @@ class Voice:
             return self.target.layout.prompt(ids)
         durations = self.duration.predict(token_ids, rate or self.config.speaking_rate)
         return self.target.layout.prompt(ids, track=frame_track(ids, durations, self.track_positions))
+
+    def codec_stream(self) -> CodecStream:
+        """A streaming codec decoder with this voice's chunking (``codec_chunk_frames``)."""
+        return self.codec.streaming_decoder(self.config.codec_chunk_frames)
 
     def max_frames(self, n_chars: int) -> int:
         return max(self.config.min_max_frames, self.config.max_frames_per_char * n_chars)
