@@ -89,11 +89,6 @@ class IstftDecoder(nn.Module):
         # sqrt-Hann analysis-free synthesis window: at overlap 2 its squares sum to one across hops
         self.register_buffer("window", torch.hann_window(self.n_fft, periodic=True).sqrt(), persistent=False)
 
-    @property
-    def lookahead_frames(self) -> int:
-        """Frames after a hop's own code before that hop of audio is final."""
-        return self.overlap - 1
-
     def blocks_of(self, emb: torch.Tensor, caches: list | None = None) -> tuple[torch.Tensor, list]:
         """Windowed synthesis frames ``[B, T, overlap, hop]`` of latents ``[B, D, T]``, and the
         convolutions' carried inputs (``caches``: from the previous chunk, or ``None`` at the start)."""
@@ -130,8 +125,8 @@ def overlap_add(blocks: torch.Tensor, pending: torch.Tensor | None = None) -> to
 
 class IstftStream(CodecStream):
     """``CodecStream`` for ``IstftDecoder``: carries the convolutions' last inputs and the last
-    ``overlap - 1`` unfinished hops; the first ``overlap - 1`` hops of an utterance lie before
-    time 0 and are dropped, as in the full decode."""
+    ``overlap - 1`` unfinished hops. Its warm-up is ``overlap`` frames, so the first chunk holds
+    the ``overlap - 1`` hops that lie before time 0 and drops them, as the full decode does."""
 
     def __init__(self, codec: Codec, min_frames: int = 1) -> None:
         super().__init__(codec, min_frames)
@@ -142,19 +137,14 @@ class IstftStream(CodecStream):
     def _reset(self) -> None:
         self._caches: list | None = None
         self._pending: torch.Tensor | None = None
-        self._to_drop = self.decoder.overlap - 1
 
     def _push(self, codes: torch.Tensor) -> torch.Tensor:
         blocks, self._caches = self.decoder.blocks_of(self._latents(codes), self._caches)
+        first = self._pending is None
         hops = overlap_add(blocks, self._pending)
         n = codes.shape[1]
         self._pending = hops[:, n:]
-        return self._final(hops[:, :n])
+        return hops[0, (self.decoder.overlap - 1 if first else 0): n].reshape(-1)
 
     def _flush(self) -> torch.Tensor:
-        return torch.zeros(0) if self._pending is None else self._final(self._pending)
-
-    def _final(self, hops: torch.Tensor) -> torch.Tensor:
-        drop = min(self._to_drop, hops.shape[1])
-        self._to_drop -= drop
-        return hops[0, drop:].reshape(-1)
+        return self._pending[0].reshape(-1)

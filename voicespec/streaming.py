@@ -292,8 +292,11 @@ class CodecStream:
     ``push(codes)`` returns the new PCM (float32, CPU; empty while warming up), ``flush()`` ends
     the utterance and returns whatever was held back, ``reset()`` starts a new utterance.
     ``samples_out`` counts the samples emitted in the current utterance; ``warmup_frames`` is how
-    many frames go in before the first output. After ``flush()`` the stream is closed: ``push``
-    raises until ``reset()``. Subclasses (one per decoder architecture) say how a chunk decodes.
+    many frames go in before the first output: they are queued until then, and an utterance
+    shorter than that is decoded whole on ``flush()`` (exact by definition). After ``flush()`` the
+    stream is closed: ``push`` raises until ``reset()``. Subclasses (one per decoder
+    architecture) say how a chunk decodes (``_push``, never before the warm-up is complete) and
+    what ``flush`` still owes (``_flush``).
 
     ``min_frames``: frames are queued until at least this many can be decoded together. A decode
     call's cost is mostly reading the decoder's weights, whatever the chunk length, so on a CPU
@@ -316,6 +319,7 @@ class CodecStream:
         self._closed = False
         self._queue: list[torch.Tensor] = []
         self._queued = 0
+        self._started = False
         self.frames_in = 0
         self.samples_out = 0
         self._reset()
@@ -329,8 +333,10 @@ class CodecStream:
         self.frames_in += codes.shape[1]
         self._queue.append(codes)
         self._queued += codes.shape[1]
-        if self._queued == 0 or self._queued < self.min_frames:
+        needed = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
+        if self._queued == 0 or self._queued < needed:
             return torch.zeros(0)
+        self._started = True
         return self._emit(self._push(self._take()))
 
     @torch.inference_mode()
@@ -339,11 +345,13 @@ class CodecStream:
         if self._closed:
             return torch.zeros(0)
         self._closed = True
+        if not self._started:  # shorter than the warm-up (or empty): decode it whole
+            return self._emit(self.codec.decode(self._take()) if self._queued else torch.zeros(0))
         head = self._push(self._take()) if self._queued else torch.zeros(0)
         return self._emit(torch.cat([head.float().cpu(), self._flush().float().cpu()]))
 
     def _take(self) -> torch.Tensor:
-        codes = torch.cat(self._queue, dim=1)
+        codes = self._queue[0] if len(self._queue) == 1 else torch.cat(self._queue, dim=1)
         self._queue, self._queued = [], 0
         return codes
 
@@ -383,26 +391,12 @@ class StreamingDecoder(CodecStream):
 
     def _reset(self) -> None:
         self._stage.reset()
-        self._held: list[torch.Tensor] = []  # codes held back during warm-up
-        self._n_held = 0
-        self._started = False
 
     def _push(self, codes: torch.Tensor) -> torch.Tensor:
-        if not self._started:
-            self._held.append(codes)
-            self._n_held += codes.shape[1]
-            if self._n_held < self.warmup_frames:
-                return torch.zeros(0)
-            codes = torch.cat(self._held, dim=1)
-            self._held, self._n_held, self._started = [], 0, True
         return self._stage.step(self._latents(codes))[0, 0]
 
     def _flush(self) -> torch.Tensor:
-        if self._started or not self._n_held:
-            return torch.zeros(0)
-        codes = torch.cat(self._held, dim=1)
-        self._held, self._n_held = [], 0
-        return self.codec.decode(codes)  # too short to stream exactly: full decode
+        return torch.zeros(0)  # nothing carried is owed: every pushed frame's audio is out
 
 
 def decode_rtf(codec: Codec, chunk_frames: int, seconds: float = 2.0, repeats: int = 3, seed: int = 0) -> dict:
