@@ -389,7 +389,7 @@ def export_duration(out_dir: Path, train: Sequence[Item] = (), heldout: Sequence
                     source: str | None = None) -> Path:
     """Write ``out_dir/duration`` from the checkpoint, with provenance and held-out metrics (and
     the per-character-mean baseline's, for scale) in ``config.extra``."""
-    state = torch.load(Path(out_dir) / "checkpoint.pt", weights_only=False)
+    state = torch.load(Path(out_dir) / "checkpoint.pt", map_location="cpu", weights_only=False)
     config = DurationConfig.from_dict(state["duration_config"])
     model = DurationModel(config)
     model.load_state_dict(state["model"])

@@ -590,7 +590,7 @@ def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainCo
 def export(out_dir: Path, data_dir: Path | None = None, heldout: Sequence[Utterance] | None = None) -> Path:
     """Write ``out_dir/asr`` (config.json + model.safetensors) from the checkpoint, with its
     provenance and held-out CER/WER in ``config.extra``."""
-    state = torch.load(Path(out_dir) / "checkpoint.pt", weights_only=False)
+    state = torch.load(Path(out_dir) / "checkpoint.pt", map_location="cpu", weights_only=False)
     config = AsrConfig.from_dict(state["asr_config"])
     model = CtcAsr(config)
     model.load_state_dict(state["model"])

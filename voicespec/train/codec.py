@@ -56,6 +56,7 @@ class TrainConfig:
     decoder_only: bool = False  # freeze encoder + quantizer: the codes (and any LM trained on them) stay valid
     warmup_steps: int = 200
     final_lr_frac: float = 0.1
+    device: str = "auto"  # see ``train.common.pick_device``
 
 
 class MelLoss(torch.nn.Module):
@@ -102,6 +103,7 @@ def load_corpus(data_dir: Path, sample_rate: int, split: str) -> list[torch.Tens
 
 
 def random_batch(clips: list[torch.Tensor], n: int, length: int, rng: random.Random) -> torch.Tensor:
+    """``n`` random ``length``-sample segments ``[n, 1, length]`` (short clips zero-padded)."""
     out = torch.zeros(n, 1, length)
     for i in range(n):
         clip = clips[rng.randrange(len(clips))]
@@ -172,14 +174,15 @@ def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[s
     except ImportError:
         pass
     mel, stft, stoi, decode_s, audio_s = [], [], [], 0.0, 0.0
+    device = next(losses.buffers()).device
     for x in clips:
         codes = codec.encode(x)
         t0 = time.perf_counter()
         y = codec.decode(codes)[: x.shape[0]]
         decode_s += time.perf_counter() - t0
         audio_s += x.shape[0] / codec.sample_rate
-        mel.append(float(losses.log_mel_l1(y[None], x[None])))
-        stft.append(float(losses.stft_loss(y[None], x[None])))
+        mel.append(float(losses.log_mel_l1(y[None].to(device), x[None].to(device))))
+        stft.append(float(losses.stft_loss(y[None].to(device), x[None].to(device))))
         if stoi_fn is not None:
             stoi.append(float(stoi_fn(x.numpy(), y.numpy(), codec.sample_rate, extended=False)))
     out = {"log_mel_l1": sum(mel) / len(mel), "mr_stft": sum(stft) / len(stft), "decode_rtf": decode_s / audio_s}
@@ -219,7 +222,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     exported codec folder. ``init_from``: start a new run from an exported codec folder (e.g. the
     shipped one, on a machine where the run folder is gone; see ``_start_from``); the optimizer
     starts fresh."""
-    run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log)
+    run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
     provenance, first_step = {}, 0  # first_step: this run's, for the LR warm-up
     if run.state is not None:
         codec_config = CodecConfig.from_dict(run.state["codec_config"])
@@ -230,25 +233,29 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     else:
         model = build_encodec(codec_config)
     patch_codebooks(model)
+    model.to(run.device)
     opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
     run.attach(model, opt, lambda: {"codec_config": codec_config.to_dict(), "train_config": asdict(config),
-                                    "provenance": provenance, "first_step": first_step})
+                                    "provenance": provenance, "first_step": first_step,
+                                    "hardware": hardware(run.device)})
     if run.state is None and init_from is not None:
         run.step, run.trained_s = first_step, trained_s
     train = load_corpus(data_dir, codec_config.sample_rate, "train")
+    manifest_stamp = (data_dir / "manifest.jsonl").stat().st_mtime_ns
     heldout = load_corpus(data_dir, codec_config.sample_rate, "heldout")[: config.eval_clips]
-    losses = MelLoss(codec_config.sample_rate)
+    losses = MelLoss(codec_config.sample_rate).to(run.device)
     hop = codec_config.hop_length
     frames = int(config.segment_s * codec_config.sample_rate) // hop
-    latents = encode_latents(Codec(model, codec_config), train) if config.decoder_only else None
+    latents = encode_latents(Codec(model, codec_config, run.device), train) if config.decoder_only else None
     _train_mode(model, config)
     while run.trained_s < config.minutes * 60:
         t0 = time.perf_counter()
         if latents is not None:
             z, x = random_latent_batch(latents, config.batch_size, frames, hop, run.rng)
-            y, commit = model.decoder(z), torch.zeros(())
+            z, x = z.to(run.device), x.to(run.device)
+            y, commit = model.decoder(z), torch.zeros((), device=run.device)
         else:
-            x = random_batch(train, config.batch_size, frames * hop, run.rng)
+            x = random_batch(train, config.batch_size, frames * hop, run.rng).to(run.device)
             y, commit = _forward(model, x, codec_config)
         mel = losses.log_mel_l1(y[:, 0], x[:, 0])
         stft = losses.stft_loss(y[:, 0], x[:, 0])
@@ -260,9 +267,11 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
             run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "lr": lr, "loss": loss.item(),
                         "mel": mel.item(), "stft": stft.item(), "commit": commit.item()})
         if latents is None and run.step % config.reload_every_steps == 0:  # the corpus may still be growing
-            train = load_corpus(data_dir, codec_config.sample_rate, "train")
+            stamp = (data_dir / "manifest.jsonl").stat().st_mtime_ns
+            if stamp != manifest_stamp:
+                train, manifest_stamp = load_corpus(data_dir, codec_config.sample_rate, "train"), stamp
         if run.step % config.eval_every_steps == 0:
-            run.record({"step": run.step, "heldout": evaluate(Codec(model, codec_config), heldout, losses)})
+            run.record({"step": run.step, "heldout": evaluate(Codec(model, codec_config, run.device), heldout, losses)})
             _train_mode(model, config)
         run.maybe_save()
     run.save()
@@ -272,16 +281,16 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
 def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tensor] | None = None,
            losses: MelLoss | None = None) -> Path:
     """Write ``out_dir/codec`` (config.json + model.safetensors) from the checkpoint, with its
-    provenance and held-out metrics in ``config.extra``."""
-    state = torch.load(out_dir / "checkpoint.pt", weights_only=False)
+    provenance and held-out metrics in ``config.extra`` (measured on the CPU, where the product decodes)."""
+    state = torch.load(out_dir / "checkpoint.pt", map_location="cpu", weights_only=False)
     codec_config = CodecConfig.from_dict(state["codec_config"])
     model = build_encodec(codec_config)
     model.load_state_dict(state["model"])
     codec = Codec(model, codec_config)
-    metrics = evaluate(codec, heldout, losses) if heldout else {}
+    metrics = evaluate(codec, heldout, losses.cpu()) if heldout else {}
     extra = {
         "training": {"steps": state["step"], "trained_minutes": round(state["trained_s"] / 60, 1),
-                     "hardware": hardware(),
+                     "hardware": state.get("hardware", hardware()),
                      "data": str(data_dir) if data_dir else None, "recipe": "voicespec train codec",
                      "train_config": state["train_config"], **state.get("provenance", {})},
         "heldout_metrics": metrics,
@@ -307,19 +316,23 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
                         "a different one starts fresh on the start's encoder and quantizer")
     p.add_argument("--decoder-dim", type=int, default=CodecConfig.decoder_dim, help="istft decoder width")
     p.add_argument("--decoder-layers", type=int, default=CodecConfig.decoder_layers, help="istft decoder blocks")
+    p.add_argument("--filters", type=int, default=DEFAULT_CODEC.n_filters,
+                   help="SEANet encoder width (n_filters) of a new codec; the encoder runs only to encode audio")
     p.add_argument("--lr", type=float, default=TrainConfig.lr)
+    p.add_argument("--device", default=TrainConfig.device, help="auto (the GPU if there is one), cpu, cuda, cuda:1, ...")
 
 
 def run_codec(args: argparse.Namespace) -> int:
     config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s, lr=args.lr,
-                         eval_every_steps=args.eval_every, threads=args.threads, decoder_only=args.decoder_only)
+                         eval_every_steps=args.eval_every, threads=args.threads, decoder_only=args.decoder_only,
+                         device=args.device)
     init = Path(args.init_from) if args.init_from else None
-    codec_config = DEFAULT_CODEC
+    codec_config = replace(DEFAULT_CODEC, n_filters=args.filters)
     if args.decoder:
-        codec_config = replace(DEFAULT_CODEC, decoder=args.decoder, decoder_dim=args.decoder_dim,
+        codec_config = replace(codec_config, decoder=args.decoder, decoder_dim=args.decoder_dim,
                                decoder_layers=args.decoder_layers)
     elif init is not None:  # keep the start's decoder
-        codec_config = replace(DEFAULT_CODEC, **decoder_fields(Codec.from_folder(init).config))
+        codec_config = replace(codec_config, **decoder_fields(Codec.from_folder(init).config))
     folder = train_codec(Path(args.data), Path(args.out), codec_config, config, init_from=init)
     print(f"exported {folder}")
     return 0

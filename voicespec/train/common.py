@@ -32,8 +32,18 @@ def cosine_lr_factor(step: int, trained_s: float, warmup_steps: int, minutes: fl
     return warm * (final_frac + (1 - final_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def hardware() -> str:
-    where = f"CUDA {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "CPU"
+def pick_device(name: str = "auto") -> torch.device:
+    """``auto``: the GPU when there is one (with TF32 matmuls: these recipes train in fp32), else the CPU."""
+    device = torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu" if name == "auto" else name)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    return device
+
+
+def hardware(device: torch.device | str = "cpu") -> str:
+    """Where a run trained: the recipes record it with every checkpoint they export."""
+    device = torch.device(device)
+    where = f"CUDA {torch.cuda.get_device_name(device)}" if device.type == "cuda" else "CPU"
     return f"{platform.machine()} {where} x{os.cpu_count()} cores ({platform.processor() or 'cpu'})"
 
 
@@ -44,20 +54,22 @@ class TrainingRun:
     checkpoint every ``checkpoint_every_s`` seconds, so an interruption loses minutes, not the run.
 
     Use: construct (reads any checkpoint into ``state``: a recipe takes its model config from
-    there on resume), build the model and optimizer, ``attach`` them, then loop on ``update``,
+    there on resume), build the model on ``device`` and its optimizer, ``attach`` them, then loop on ``update``,
     ``record`` and ``maybe_save`` until the budget is spent, and ``save`` at the end.
     """
 
     def __init__(self, out_dir: Path, seed: int = 0, threads: int = 0, checkpoint_every_s: float = 180.0,
-                 log: Callable[[str], Any] = print) -> None:
+                 log: Callable[[str], Any] = print, device: str = "cpu") -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if threads:
             torch.set_num_threads(threads)
         torch.manual_seed(seed)
         self.rng = random.Random(seed)
+        self.device = pick_device(device)
         self.path = self.out_dir / "checkpoint.pt"
-        self.state: dict[str, Any] | None = torch.load(self.path, weights_only=False) if self.path.is_file() else None
+        self.state: dict[str, Any] | None = (torch.load(self.path, map_location="cpu", weights_only=False)
+                                             if self.path.is_file() else None)
         self.step, self.trained_s = 0, 0.0
         self.checkpoint_every_s, self.log = checkpoint_every_s, log
         self._last_save = time.perf_counter()

@@ -23,6 +23,7 @@ provenance in the config (``voicespec_info``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -39,7 +40,7 @@ from ..duration import frame_track
 from ..layout import DelayLayout
 from ..tiny import truncated_copy
 from .asr import align, length_batches, load_asr, load_utterances
-from .common import TrainingRun, cosine_lr_factor, hardware, save_atomic
+from .common import TrainingRun, cosine_lr_factor, hardware, pick_device, save_atomic
 
 INFO_KEY = "voicespec_info"
 
@@ -53,12 +54,27 @@ class Example:
     split: str
 
 
+def codec_key(codec: Codec) -> str:
+    """A fingerprint of the codec's weights: cached codes hold for that codec only."""
+    h = hashlib.sha1()
+    for name, t in sorted(codec.model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def prepare(data_dir: Path, codec: Codec, asr_dir: Path, out_dir: Path, log=print) -> list[Example]:
-    """Encode and align the corpus once; cached (a rerun with a grown corpus adds only new ids)."""
+    """Encode and align the corpus once; cached (a rerun with a grown corpus adds only new ids).
+    A cache made with another codec keeps its alignments (they depend on the audio and the frame
+    rate, not on the codes) and re-encodes the codes: retraining the LM on a new codec skips the
+    forced alignment."""
     cache = out_dir / "prepared.pt"
     done: dict[str, Example] = {}
+    key, same_codec = codec_key(codec), False
     if cache.is_file():
-        done = {e.id: e for e in (Example(**d) for d in torch.load(cache, weights_only=False)["examples"])}
+        cached = torch.load(cache, weights_only=False)
+        done = {e.id: e for e in (Example(**d) for d in cached["examples"])}
+        same_codec = cached.get("codec") == key
     asr = load_asr(asr_dir)
     if asr.config.sample_rate != codec.sample_rate or asr.config.hop_length != codec.hop_length:
         raise ValueError(f"the recognizer's frames ({asr.config.sample_rate} Hz / {asr.config.hop_length}) must be "
@@ -67,14 +83,14 @@ def prepare(data_dir: Path, codec: Codec, asr_dir: Path, out_dir: Path, log=prin
     t0 = time.perf_counter()
     for split in ("train", "heldout"):
         for u in load_utterances(data_dir, codec.sample_rate, split, asr.tokenizer, codec.hop_length):
-            if u.id not in done:
+            if u.id not in done or not same_codec:
                 codes = codec.encode(u.pcm)
-                durations = align(asr, u.pcm, codec.sample_rate, u.text)
+                durations = done[u.id].durations if u.id in done else align(asr, u.pcm, codec.sample_rate, u.text)
                 if sum(durations) != codes.shape[1]:
                     raise ValueError(f"{u.id}: alignment covers {sum(durations)} frames, the codec gives {codes.shape[1]}")
                 done[u.id] = Example(u.id, u.ids, codes.to(torch.int16), durations, split)
             out.append(done[u.id])
-    save_atomic({"examples": [asdict(e) for e in out], "asr": str(asr_dir)}, cache)
+    save_atomic({"examples": [asdict(e) for e in out], "asr": str(asr_dir), "codec": key}, cache)
     with (out_dir / "durations.jsonl").open("w") as f:
         for e in out:
             f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
@@ -90,6 +106,9 @@ class LMSequence:
     inputs: torch.Tensor  # [L, K]: BOS, then every target step but the last
     targets: torch.Tensor  # [L, K]
     track: torch.Tensor  # [L, 4]
+
+    def to(self, device: torch.device) -> LMSequence:
+        return LMSequence(self.text.to(device), self.inputs.to(device), self.targets.to(device), self.track.to(device))
 
 
 def to_sequence(ex: Example, layout: DelayLayout, track_positions: int) -> LMSequence:
@@ -158,11 +177,13 @@ class LMTrainConfig:
     warmup_steps: int = 100
     final_lr_frac: float = 0.05
     minutes: float = 45.0  # total training wall time across resumes
+    max_steps: int = 0  # > 0: also a step budget (a fast machine would otherwise overfit the corpus)
     checkpoint_every_s: float = 180.0
     eval_every_steps: int = 200
     log_every_steps: int = 25
     seed: int = 0
     threads: int = 0  # 0: torch's default
+    device: str = "auto"  # see ``train.common.pick_device``
 
 
 # --- training ------------------------------------------------------------------------------------
@@ -171,8 +192,8 @@ class _Run(TrainingRun):
     """The time-budgeted loop shared by the target and the draft recipe."""
 
     def __init__(self, out_dir: Path, model: CodecLM, config: LMTrainConfig, kind: str, log=print) -> None:
-        super().__init__(out_dir, config.seed, config.threads, config.checkpoint_every_s, log)
-        self.model, self.config, self.kind = model, config, kind
+        super().__init__(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
+        self.model, self.config, self.kind = model.to(self.device), config, kind
         opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.attach(model, opt, lambda: {"model_config": model.config.to_dict(), "train_config": asdict(config)})
 
@@ -181,12 +202,13 @@ class _Run(TrainingRun):
         c = self.config
         batches: list[list[int]] = []
         self.model.train()
-        while self.trained_s < c.minutes * 60:
+        while self.trained_s < c.minutes * 60 and not (c.max_steps and self.step >= c.max_steps):
             t0 = time.perf_counter()
             if not batches:
                 batches = length_batches([s.inputs.shape[0] + s.text.shape[0] for s in train], c.batch_steps, self.rng)
             loss, per_cb = loss_fn([train[i] for i in batches.pop()])
-            lr = c.lr * cosine_lr_factor(self.step, self.trained_s, c.warmup_steps, c.minutes, c.final_lr_frac)
+            lr = c.lr * cosine_lr_factor(self.step, self.trained_s, c.warmup_steps, c.minutes, c.final_lr_frac,
+                                         c.max_steps)
             grad = self.update(loss, lr, t0)
             if self.step % c.log_every_steps == 0:
                 self.record({"step": self.step, "trained_min": round(self.trained_s / 60, 2), "loss": loss.item(),
@@ -203,16 +225,17 @@ class _Run(TrainingRun):
         path = self.out_dir / folder
         setattr(self.model.config, INFO_KEY, {
             "recipe": f"voicespec train {self.kind}", "steps": self.step, "trained_minutes": round(self.trained_s / 60, 1),
-            "hardware": hardware(), "train_config": asdict(self.config), "parameters": self.model.num_parameters(),
+            "hardware": hardware(self.device), "train_config": asdict(self.config), "parameters": self.model.num_parameters(),
             **info,
         })
         self.model.save_pretrained(path)
         return path
 
 
-def _split(examples: Sequence[Example], layout: DelayLayout, positions: int) -> tuple[list[LMSequence], list[LMSequence]]:
-    train = [to_sequence(e, layout, positions) for e in examples if e.split == "train"]
-    heldout = [to_sequence(e, layout, positions) for e in examples if e.split == "heldout"]
+def _split(examples: Sequence[Example], layout: DelayLayout, positions: int,
+           device: torch.device) -> tuple[list[LMSequence], list[LMSequence]]:
+    train = [to_sequence(e, layout, positions).to(device) for e in examples if e.split == "train"]
+    heldout = [to_sequence(e, layout, positions).to(device) for e in examples if e.split == "heldout"]
     if not train or not heldout:
         raise ValueError("need both train and held-out utterances")
     return train, heldout
@@ -233,15 +256,15 @@ def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path, out_dir: Path, 
     """Prepare (cached), train or resume the target until the budget is spent, export ``OUT/target``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    codec = Codec.from_folder(codec_dir)
+    codec = Codec.from_folder(codec_dir, pick_device(config.device))
     examples = prepare(Path(data_dir), codec, Path(asr_dir), out_dir, log)
     if (out_dir / "checkpoint.pt").is_file():
-        model_config = CodecLMConfig.from_dict(torch.load(out_dir / "checkpoint.pt", weights_only=False)["model_config"])
+        model_config = CodecLMConfig.from_dict(torch.load(out_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["model_config"])
     elif model_config is None:
         model_config = default_target_config(codec, load_asr(asr_dir).tokenizer.vocab_size)
     model = CodecLM(model_config)
-    train, heldout = _split(examples, model_config.layout, model_config.track_positions)
     run = _Run(out_dir, model, config, "lm", log)
+    train, heldout = _split(examples, model_config.layout, model_config.track_positions, run.device)
     if run.step == 0:
         log(f"new target: {model.num_parameters() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} "
             f"held-out utterances ({sum(s.inputs.shape[0] for s in train)} train frames)")
@@ -271,8 +294,9 @@ def train_draft(run_dir: Path, target_dir: Path, out_dir: Path, n_layers: int = 
     draft = draft_from_target(target, n_layers)
     for p in draft.parameters():
         p.requires_grad_(True)
-    train, heldout = _split(examples, target.config.layout, target.config.track_positions)
     run = _Run(out_dir, draft, config, "draft", log)
+    target.to(run.device)
+    train, heldout = _split(examples, target.config.layout, target.config.track_positions, run.device)
 
     def loss_fn(batch: Sequence[LMSequence]) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.no_grad():
@@ -303,11 +327,15 @@ def _budget_args(p: argparse.ArgumentParser, minutes: float) -> None:
     p.add_argument("--eval-every", type=int, default=LMTrainConfig.eval_every_steps)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--dropout", type=float, default=LMTrainConfig.dropout, help="dropout on the input embeddings")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
+    p.add_argument("--device", default=LMTrainConfig.device, help="auto (the GPU if there is one), cpu, cuda, ...")
 
 
 def _train_config(args: argparse.Namespace) -> LMTrainConfig:
     return LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr,
-                         eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads)
+                         eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads,
+                         max_steps=args.max_steps, device=args.device, dropout=args.dropout)
 
 
 def add_lm_args(p: argparse.ArgumentParser) -> None:
