@@ -122,7 +122,7 @@ def encode_latents(codec: Codec, clips: list[torch.Tensor]) -> list[tuple[torch.
     out = []
     for x in clips:
         codes = codec.encode(x)
-        latents = codec.model.quantizer.decode(codes.unsqueeze(1))[0]
+        latents = codec.model.quantizer.decode(codes.unsqueeze(1).to(codec.device))[0].cpu()
         out.append((latents, F.pad(x, (0, codes.shape[1] * codec.hop_length - x.shape[0]))))
     return out
 
