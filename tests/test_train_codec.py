@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 import soundfile as sf
 import torch
 from encodec.quantization.core_vq import EuclideanCodebook
@@ -89,6 +90,7 @@ def test_training_runs_resumes_and_exports(tmp_path):
     assert codec.sample_rate == 16000 and codec.n_codebooks == 2
     extra = codec.config.extra
     assert extra["training"]["steps"] == first_steps and "log_mel_l1" in extra["heldout_metrics"]
+    assert " CPU " in extra["training"]["hardware"]  # where it trained, recorded with the checkpoint
     assert codec.encode(torch.zeros(1600)).shape == (2, 50)
 
     shipped = ship_codec(folder, tmp_path / "data", tmp_path / "ship", tmp_path / "samples", "voicespec train codec ...")
@@ -129,3 +131,18 @@ def test_decoder_only_training_keeps_every_code(tmp_path):
     assert torch.equal(a.encode(x), b.encode(x))
     codes = a.encode(x)
     assert not torch.allclose(a.decode(codes), b.decode(codes))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_runs_export_codecs_that_load_and_match_on_the_cpu(tmp_path):
+    _fake_corpus(tmp_path / "data")
+    config = TrainConfig(minutes=0.01, batch_size=2, segment_s=0.25, eval_every_steps=3, eval_clips=1, device="cuda")
+    first = train_codec(tmp_path / "data", tmp_path / "a", TINY_CODEC, config, log=lambda s: None)
+    tuned = train_codec(tmp_path / "data", tmp_path / "b", TINY_CODEC,
+                        TrainConfig(**{**config.__dict__, "minutes": 0.02, "decoder_only": True}),
+                        log=lambda s: None, init_from=first)
+    a, b = Codec.from_folder(first), Codec.from_folder(tuned)
+    assert "CUDA" in a.config.extra["training"]["hardware"]
+    x = torch.randn(16000) * 0.1
+    assert torch.equal(a.encode(x), b.encode(x))
+    assert torch.equal(Codec.from_folder(first, device="cuda").encode(x), a.encode(x))

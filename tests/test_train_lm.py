@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from test_train_asr import _fake_corpus
@@ -18,7 +19,8 @@ from voicespec.tiny import TINY_CODEC
 from voicespec.train.asr import AsrConfig, CtcAsr
 from voicespec.duration import DurationTrainConfig, read_items, train_duration
 from voicespec.synthesis import Synthesizer
-from voicespec.train.lm import LMTrainConfig, default_target_config, train_draft, train_target
+from voicespec.train import lm as lm_recipe
+from voicespec.train.lm import LMTrainConfig, default_target_config, prepare, train_draft, train_target
 from voicespec.train.ship import ship_voice
 from voicespec.voice import Voice
 
@@ -88,3 +90,49 @@ def test_target_and_draft_recipes_run_resume_export_and_decode(tmp_path):
     assert voice.config.default_drafter == "distilled" and voice.drafter_names == ["none", "ngram", "distilled"]
     pcm, stats = Synthesizer(voice).synthesize("ab a.")
     assert pcm.numel() == stats.frames * codec.hop_length > 0
+
+
+def test_a_new_codec_reuses_the_alignments_and_reencodes_the_codes(tmp_path, monkeypatch):
+    codec, model_config, config = _setup(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    first = prepare(tmp_path / "data", codec, tmp_path / "asr", run, log=lambda s: None)
+    other = Codec.random(TINY_CODEC, seed=1)
+    with torch.no_grad():  # untrained codebooks are all zeros: every code would be 0 for both codecs
+        for layer in other.model.quantizer.vq.layers:
+            layer._codebook.embed.normal_()
+
+    def no_alignment(*args, **kwargs):
+        raise AssertionError("the alignments were cached")
+
+    monkeypatch.setattr(lm_recipe, "align", no_alignment)
+    second = prepare(tmp_path / "data", other, tmp_path / "asr", run, log=lambda s: None)
+    assert [e.durations for e in second] == [e.durations for e in first]
+    assert any(not torch.equal(a.codes, b.codes) for a, b in zip(first, second))
+    for e, u in zip(second, lm_recipe.load_utterances(tmp_path / "data", codec.sample_rate, "train",
+                                                      lm_recipe.load_asr(tmp_path / "asr").tokenizer,
+                                                      codec.hop_length)):
+        assert torch.equal(e.codes.long(), other.encode(u.pcm))
+
+    monkeypatch.setattr(other, "encode", lambda pcm: pytest.fail("the codes were cached for this codec"))
+    third = prepare(tmp_path / "data", other, tmp_path / "asr", run, log=lambda s: None)
+    assert all(torch.equal(a.codes, b.codes) for a, b in zip(second, third))
+
+
+def test_a_step_budget_stops_training_before_the_time_budget(tmp_path):
+    codec, model_config, config = _setup(tmp_path)
+    config = LMTrainConfig(**{**config.__dict__, "minutes": 5.0, "max_steps": 3})
+    train_target(tmp_path / "data", tmp_path / "codec", tmp_path / "asr", tmp_path / "run", config, model_config, **QUIET)
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)["step"] == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_runs_export_models_that_load_on_the_cpu(tmp_path):
+    codec, model_config, config = _setup(tmp_path)
+    config = LMTrainConfig(**{**config.__dict__, "device": "cuda"})
+    folder = train_target(tmp_path / "data", tmp_path / "codec", tmp_path / "asr", tmp_path / "run", config,
+                          model_config, **QUIET)
+    draft = train_draft(tmp_path / "run", folder, tmp_path / "draft", 1, config, **QUIET)
+    for f in (folder, draft):
+        model = CodecLM.from_pretrained(str(f))
+        assert "CUDA" in model.config.voicespec_info["hardware"] and model.device.type == "cpu"
