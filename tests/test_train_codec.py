@@ -96,7 +96,11 @@ def test_training_runs_resumes_and_exports(tmp_path):
     shipped = ship_codec(folder, tmp_path / "data", tmp_path / "ship", tmp_path / "samples", "voicespec train codec ...")
     card = (shipped / "MODEL_CARD.md").read_text()
     assert f"Steps: {first_steps}" in card and "CC0" in card and "log_mel_l1" in card
-    assert Codec.from_folder(shipped).config.extra == extra
+    shipped_extra = Codec.from_folder(shipped).config.extra
+    assert shipped_extra["training"] == extra["training"]  # measured again where it ships, on the corpus given:
+    assert shipped_extra["heldout_metrics"].keys() == extra["heldout_metrics"].keys()
+    assert " CPU " in shipped_extra["measured_on"] and shipped_extra["heldout_clips"] >= 1
+    assert f"first\n{shipped_extra['heldout_clips']} held-out clips" in card
     assert (tmp_path / "samples" / "codec-mels.png").stat().st_size > 0
     assert len(list((tmp_path / "samples").glob("codec-u0-*.wav"))) == 2
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ..codec import Codec
@@ -56,7 +57,8 @@ LM speaks. Everything was trained from scratch on this project's machines.
 | --- | --- |
 {rows}
 
-`decode_rtf` is the full decode's real-time factor on the training machine. Listening material:
+Measured when shipped, on {extra.get('measured_on', 'the training machine')}, over the first
+{extra.get('heldout_clips', '')} held-out clips; `decode_rtf` is the full decode's real-time factor there. Listening material:
 `samples/codec-*-teacher.wav` vs `samples/codec-*-resynth.wav`, and `samples/codec-mels.png`.
 {_status(metrics, training)}
 ## License
@@ -101,11 +103,20 @@ def _status(metrics: dict, training: dict) -> str:
             "and frozen under the codec LM: a decoder can only recover what they hold.\n")
 
 
-def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, command: str) -> Path:
-    """Copy an exported codec to ``dest`` with its model card, and write listening samples."""
+def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, command: str, clips: int = 24) -> Path:
+    """Copy an exported codec to ``dest`` with its model card, and write listening samples. The
+    held-out metrics are measured again here, on this machine's CPU and the corpus as given: a run
+    trained elsewhere (a GPU, a compressed copy of the corpus) is reported as the product will
+    run it."""
+    from .codec import MelLoss, evaluate, load_corpus
+    from .common import hardware
     from .samples import write_codec_samples
 
     codec = Codec.from_folder(exported)
+    heldout = load_corpus(data_dir, codec.sample_rate, "heldout")[:clips]
+    metrics = evaluate(codec, heldout, MelLoss(codec.sample_rate))
+    codec.config = replace(codec.config, extra={**codec.config.extra, "heldout_metrics": metrics,
+                                                "measured_on": hardware(), "heldout_clips": len(heldout)})
     codec.save(dest)
     (dest / "MODEL_CARD.md").write_text(codec_card(codec, data_dir, command))
     write_codec_samples(codec, data_dir, samples_dir)
