@@ -185,3 +185,23 @@ def test_explicit_layout_overrides_a_stored_one(flat_pair):
     other = FlatLayout(**{**{k: v for k, v in target.layout.to_dict().items() if k != "kind"}, "min_frames": 9})
     loaded = load_step_lm(path, layout=other.to_dict())
     assert loaded.layout == other != target.layout
+
+
+def test_big_folders_are_saved_in_shards_that_load_back_exactly(tmp_path):
+    from voicespec.folders import INDEX_NAME, WEIGHTS_NAME, load_weights, save_folder
+
+    module = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32), torch.nn.Linear(32, 8))
+    save_folder(tmp_path, {"kind": "test"}, module, shard_bytes=20_000)
+    shards = sorted(tmp_path.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 2 and not (tmp_path / WEIGHTS_NAME).exists() and (tmp_path / INDEX_NAME).is_file()
+    copy = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32), torch.nn.Linear(32, 8))
+    load_weights(tmp_path, copy)
+    assert all(torch.equal(a, b) for a, b in zip(module.state_dict().values(), copy.state_dict().values()))
+
+    save_folder(tmp_path, {"kind": "test"}, module)  # small enough for one file: the old shards go
+    assert [p.name for p in tmp_path.glob("*.safetensors")] == [WEIGHTS_NAME] and not (tmp_path / INDEX_NAME).exists()
+
+    save_folder(tmp_path, {"kind": "test"}, module, shard_bytes=20_000)
+    shards[-1].write_bytes(shards[-1].read_bytes()[:50])
+    with pytest.raises(ValueError, match="corrupt"):
+        load_weights(tmp_path, copy)

@@ -1,5 +1,6 @@
-"""Model folders we write ourselves (codec, recognizer): ``config.json`` + ``model.safetensors``,
-read back with one clear error for every way a folder can be wrong."""
+"""Model folders we write ourselves (codec, recognizer): ``config.json`` + ``model.safetensors``
+(or, past ``SHARD_BYTES``, numbered shards and an index, as Hugging Face writes them, so that no
+shipped file outgrows git), read back with one clear error for every way a folder can be wrong."""
 
 from __future__ import annotations
 
@@ -13,13 +14,41 @@ from safetensors.torch import load_file, save_file
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+SHARD_BYTES = 16_000_000
 
 
-def save_folder(path: str | Path, config: dict[str, Any], module: torch.nn.Module) -> None:
+def _shards(state: dict[str, torch.Tensor], limit: int) -> list[dict[str, torch.Tensor]]:
+    """Tensors in order, cut into groups of at most ``limit`` bytes (a bigger tensor gets its own)."""
+    groups: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, t in state.items():
+        n = t.numel() * t.element_size()
+        if groups[-1] and size + n > limit:
+            groups.append({})
+            size = 0
+        groups[-1][name] = t
+        size += n
+    return groups
+
+
+def save_folder(path: str | Path, config: dict[str, Any], module: torch.nn.Module, shard_bytes: int = SHARD_BYTES) -> None:
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
+    for old in [path / WEIGHTS_NAME, path / INDEX_NAME, *path.glob("model-*-of-*.safetensors")]:
+        old.unlink(missing_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
-    save_file(state, str(path / WEIGHTS_NAME))
+    groups = _shards(state, shard_bytes)
+    if len(groups) == 1:
+        save_file(state, str(path / WEIGHTS_NAME))
+    else:
+        weight_map = {}
+        for i, group in enumerate(groups, 1):
+            name = f"model-{i:05d}-of-{len(groups):05d}.safetensors"
+            save_file(group, str(path / name))
+            weight_map.update(dict.fromkeys(group, name))
+        total = sum(t.numel() * t.element_size() for t in state.values())
+        (path / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     (path / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
 
 
@@ -27,8 +56,8 @@ def read_config(path: str | Path, type_key: str, type_value: str, what: str) -> 
     """The folder's config, checked to be a ``what`` (``config[type_key] == type_value``)."""
     path = Path(path)
     cfg_file = path / CONFIG_NAME
-    if not cfg_file.is_file() or not (path / WEIGHTS_NAME).is_file():
-        raise FileNotFoundError(f"{path}: not {what} folder (needs {CONFIG_NAME} and {WEIGHTS_NAME})")
+    if not cfg_file.is_file() or not ((path / WEIGHTS_NAME).is_file() or (path / INDEX_NAME).is_file()):
+        raise FileNotFoundError(f"{path}: not {what} folder (needs {CONFIG_NAME} and {WEIGHTS_NAME} or {INDEX_NAME})")
     try:
         raw = json.loads(cfg_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -40,9 +69,16 @@ def read_config(path: str | Path, type_key: str, type_value: str, what: str) -> 
 
 
 def load_weights(path: str | Path, module: torch.nn.Module) -> None:
-    weights = Path(path) / WEIGHTS_NAME
+    path = Path(path)
+    index = path / INDEX_NAME
+    weights = index if index.is_file() else path / WEIGHTS_NAME
     try:
-        module.load_state_dict(load_file(str(weights)))
+        if index.is_file():
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            state = {k: v for f in files for k, v in load_file(str(path / f)).items()}
+        else:
+            state = load_file(str(weights))
+        module.load_state_dict(state)
     except Exception as e:  # safetensors raises several types for truncated/corrupt files
         raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
 
