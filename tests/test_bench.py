@@ -193,8 +193,8 @@ def test_slowed_drafter_lowers_efficiency_or_ideal():
     methods = [
         EngineMethod("plain", target, None, 0),
         EngineMethod("fast", target, draft, 3, "draft-model"),
-        EngineMethod("slow rollback", target, SlowDrafter(draft, rollback_s=0.01), 3, "draft-model"),
-        EngineMethod("slow propose", target, SlowDrafter(draft, propose_s=0.01), 3, "draft-model"),
+        EngineMethod("slow rollback", target, SlowDrafter(draft, rollback_s=0.03), 3, "draft-model"),
+        EngineMethod("slow propose", target, SlowDrafter(draft, propose_s=0.03), 3, "draft-model"),
     ]
     cases = [Case(str(i), target.layout.prompt([3 + i, 9, 4]), 30) for i in range(2)]
     runs = run_interleaved(methods, cases, GREEDY, warmup=1)

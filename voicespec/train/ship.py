@@ -63,7 +63,7 @@ def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> N
 
 def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
                sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any],
-               default_drafter: str = DRAFT_NAME) -> Path:
+               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1) -> Path:
     """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
     ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
     lm = CodecLM.from_pretrained(str(target))
@@ -94,7 +94,8 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
                "forced alignment (training durations) and for character error rates in `voicespec evaluate`. Not a "
                "general ASR: it has only heard one synthetic voice.", commands["asr"])
     config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=CharTokenizer().to_dict(), sampling=sampling, ngram=ngram,
-                         default_drafter=default_drafter, duration="duration", info=info)
+                         default_drafter=default_drafter, duration="duration", info=info,
+                         codec_chunk_frames=codec_chunk_frames)
     Voice.write_config(dest, config)
     Voice.load(dest)  # the parts must fit together
     return dest
@@ -110,12 +111,15 @@ def add_ship_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampling", default='{"temperature": 0.8, "top_k": 50}', help="JSON SamplingConfig defaults")
     p.add_argument("--ngram", default="{}", help="JSON NGramDrafter settings")
     p.add_argument("--info", default="{}", help="JSON provenance/metrics for voice.json")
+    p.add_argument("--codec-chunk-frames", type=int, default=1,
+                   help="frames the codec decodes together when streaming (see `voicespec bench`)")
     p.add_argument("--default-drafter", default=DRAFT_NAME,
                    help=f"the voice's default drafter: none, ngram or {DRAFT_NAME} (pick what `voicespec bench` measures fastest)")
 
 
 def run_ship(args: argparse.Namespace) -> int:
     dest = ship_voice(Path(args.target), Path(args.draft), Path(args.duration), Path(args.asr), Path(args.dest),
-                      json.loads(args.commands), json.loads(args.sampling), json.loads(args.ngram), json.loads(args.info), args.default_drafter)
+                      json.loads(args.commands), json.loads(args.sampling), json.loads(args.ngram), json.loads(args.info), args.default_drafter,
+                      args.codec_chunk_frames)
     print(f"shipped voice {dest}")
     return 0
