@@ -34,7 +34,9 @@ def cosine_lr_factor(step: int, trained_s: float, warmup_steps: int, minutes: fl
 
 def pick_device(name: str = "auto") -> torch.device:
     """``auto``: the GPU when there is one (with TF32 matmuls: these recipes train in fp32), else the CPU."""
-    device = torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu" if name == "auto" else name)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     return device
