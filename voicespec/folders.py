@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from safetensors.torch import load_file, save_file
+from huggingface_hub import load_torch_model, save_torch_state_dict
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -18,37 +18,13 @@ INDEX_NAME = "model.safetensors.index.json"
 SHARD_BYTES = 16_000_000
 
 
-def _shards(state: dict[str, torch.Tensor], limit: int) -> list[dict[str, torch.Tensor]]:
-    """Tensors in order, cut into groups of at most ``limit`` bytes (a bigger tensor gets its own)."""
-    groups: list[dict[str, torch.Tensor]] = [{}]
-    size = 0
-    for name, t in state.items():
-        n = t.numel() * t.element_size()
-        if groups[-1] and size + n > limit:
-            groups.append({})
-            size = 0
-        groups[-1][name] = t
-        size += n
-    return groups
-
-
 def save_folder(path: str | Path, config: dict[str, Any], module: torch.nn.Module, shard_bytes: int = SHARD_BYTES) -> None:
+    """Weights (one file, or shards + index past ``shard_bytes``; stale ones removed) and config."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    for old in [path / WEIGHTS_NAME, path / INDEX_NAME, *path.glob("model-*-of-*.safetensors")]:
-        old.unlink(missing_ok=True)
-    state = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
-    groups = _shards(state, shard_bytes)
-    if len(groups) == 1:
-        save_file(state, str(path / WEIGHTS_NAME))
-    else:
-        weight_map = {}
-        for i, group in enumerate(groups, 1):
-            name = f"model-{i:05d}-of-{len(groups):05d}.safetensors"
-            save_file(group, str(path / name))
-            weight_map.update(dict.fromkeys(group, name))
-        total = sum(t.numel() * t.element_size() for t in state.values())
-        (path / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    # Own copies: a buffer may be a view into a larger storage, which the shared-tensor check refuses.
+    state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+    save_torch_state_dict(state, path, max_shard_size=shard_bytes)
     (path / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
 
 
@@ -70,15 +46,9 @@ def read_config(path: str | Path, type_key: str, type_value: str, what: str) -> 
 
 def load_weights(path: str | Path, module: torch.nn.Module) -> None:
     path = Path(path)
-    index = path / INDEX_NAME
-    weights = index if index.is_file() else path / WEIGHTS_NAME
+    weights = path / INDEX_NAME if (path / INDEX_NAME).is_file() else path / WEIGHTS_NAME
     try:
-        if index.is_file():
-            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            state = {k: v for f in files for k, v in load_file(str(path / f)).items()}
-        else:
-            state = load_file(str(weights))
-        module.load_state_dict(state)
+        load_torch_model(module, path, strict=True)
     except Exception as e:  # safetensors raises several types for truncated/corrupt files
         raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
 

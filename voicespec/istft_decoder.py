@@ -3,10 +3,10 @@ and an inverse FFT with overlap-add turns the spectra into the waveform (Vocos-s
 
 Why it exists: the SEANet decoder spends nearly all of its compute at the audio rate (16,000
 samples/s, through four upsampling stages); this one spends it at the frame rate (50 frames/s) and
-lets the FFT do the upsampling. On the shipped codec's frozen codes, 20 more minutes of SEANet
-decoder training moved held-out STOI from 0.69 to 0.71; a fresh decoder of this kind reached 0.73
-after 12.5 minutes and 0.77 after 80 (2-core CPU; README). A whole utterance decodes 3x cheaper;
-a one-frame call costs more (6.7 vs 4.2 ms), because each call reads all the weights.
+lets the FFT do the upsampling. On the earlier CPU-trained codec's frozen codes, 20 more minutes
+of SEANet decoder training moved held-out STOI from 0.69 to 0.71; a fresh decoder of this kind
+reached 0.73 after 12.5 minutes and 0.77 after 80 (2-core CPU; README). A whole utterance decodes
+3x cheaper; a one-frame call costs more (6.7 vs 4.2 ms), because each call reads all the weights.
 
 Causality and streaming. Every convolution is causal (left padding only), so frame ``t``'s
 spectrum depends on codes ``<= t``. Frame ``t``'s synthesis window spans the ``overlap`` hops
