@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,train]'
+	$(BIN)/pip install -q -e '.[test,train,eval]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -36,8 +36,9 @@ def drafters_for(target, draft):
 def _rebuild(target):
     """A draft with the target's layout but unrelated random weights (low acceptance)."""
     if hasattr(target.model, "backbone"):
-        other = tiny_codec_lm(seed=99, n_codebooks=target.layout.n_codebooks, codebook_size=target.layout.codebook_size,
-                              delays=list(target.layout.delays), min_frames=target.layout.min_frames, n_layers=1)
+        c = target.model.config
+        other = tiny_codec_lm(seed=99, n_codebooks=c.n_codebooks, codebook_size=c.codebook_size, delays=list(c.delays),
+                              min_frames=c.min_frames, n_layers=1, coarse_first=c.coarse_first)
         return (other.model,)
     other = tiny_flat(seed=99, n_layers=1, n_codebooks=target.layout.n_codebooks,
                       codebook_size=target.layout.codebook_size, min_frames=target.layout.min_frames)

@@ -22,14 +22,19 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Hello.\n\nOne more.\n")
     assert main(["evaluate", "--voice", str(voice), "--asr", str(tmp_path / "asr"), "--data", str(tmp_path / "data"),
-                 "--n", "1", "--drafter", "draft-model", "--out", str(out), "--samples", str(tmp_path / "s"),
-                 "--prompts", str(prompts)]) == 0
+                 "--n", "1", "--unseen", "1", "--drafter", "draft-model", "--out", str(out),
+                 "--samples", str(tmp_path / "s"), "--prompts", str(prompts)]) == 0
     report = json.loads(out.read_text())
-    for key in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain"):
-        assert 0 <= report[key]["cer"] and "examples" in report[key]
-    assert report["sampled_spec"]["mcd_dtw_db"] > 0 and report["sampled_plain"]["rtf_median"] > 0
-    assert report["greedy_spec_equals_plain"] is True and report["utterances"] == 1
-    assert "greedy speculative == plain on every sentence: True" in capsys.readouterr().out
+    assert report["judge"].startswith("pocketsphinx")
+    for section in ("heldout", "unseen_words"):
+        r = report[section]
+        for key in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain"):
+            assert 0 <= r[key]["wer"] and 0 <= r[key]["cer"] and 0 <= r[key]["inrepo_cer"] and "examples" in r[key]
+        assert r["sampled_spec"]["mcd_dtw_db"] > 0 and r["sampled_plain"]["rtf_median"] > 0
+        assert r["greedy_spec_equals_plain"] is True and r["utterances"] == 1
+    # the teacher speaks the unseen-word sentence: the independent judge hears words in it
+    assert report["unseen_words"]["teacher"]["wer"] < 1.0
+    assert capsys.readouterr().out.count("greedy speculative == plain on every sentence: True") == 2
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]
 
 

@@ -1,23 +1,29 @@
-"""The multi-head codec LM for delay/parallel layouts, built from ``transformers`` parts.
+"""The codec LM for delay/parallel and coarse-first layouts, built from ``transformers`` parts.
 
 A Llama backbone reads a text prefix (its own embedding) followed by codec steps, each step
 embedded as the sum of K per-codebook embeddings; K linear heads predict the K tokens of the next
 step. With ``track_positions > 0`` every step also carries a *frame-aligned text track* (the
 character the predicted frame belongs to, the next one, and the frame's position inside its
 character; :func:`voicespec.duration.frame_track`): the alignment is given, not learned by
-attention, which a small model on a CPU budget cannot learn from minutes of speech. It is a ``PreTrainedModel``, so ``save_pretrained``/``from_pretrained`` give an HF-style
-folder (``config.json`` + ``model.safetensors``), and it registers with the Auto classes.
+attention, which a small model on a CPU budget cannot learn from minutes of speech.
+
+With ``coarse_first`` the backbone reads and predicts codebook 0 only (one token per step, see
+:class:`~voicespec.layout.CoarseFirstLayout`) and a :class:`FineStage` adds codebooks 1..K-1 of
+each verified frame from the backbone's hidden state — VALL-E's AR/NAR split made per frame so it
+streams, with Moshi's depth stage as the model. It is a ``PreTrainedModel``, so
+``save_pretrained``/``from_pretrained`` give an HF-style folder (``config.json`` +
+``model.safetensors``), and it registers with the Auto classes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, PretrainedConfig, PreTrainedModel
 
-from .layout import DelayLayout, Prompt
+from .layout import CoarseFirstLayout, DelayLayout, Prompt
 from .lm import LMSession
 
 
@@ -32,6 +38,8 @@ class CodecLMConfig(PretrainedConfig):
         delays: list[int] | None = None,
         min_frames: int = 0,
         track_positions: int = 0,
+        coarse_first: bool = False,
+        fine_width: int = 256,
         hidden_size: int = 256,
         num_hidden_layers: int = 4,
         num_attention_heads: int = 4,
@@ -48,6 +56,8 @@ class CodecLMConfig(PretrainedConfig):
         self.delays = list(range(n_codebooks)) if delays is None else list(delays)
         self.min_frames = min_frames
         self.track_positions = track_positions
+        self.coarse_first = coarse_first
+        self.fine_width = fine_width
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
         self.num_attention_heads = num_attention_heads
@@ -59,7 +69,9 @@ class CodecLMConfig(PretrainedConfig):
         super().__init__(**kwargs)
 
     @property
-    def layout(self) -> DelayLayout:
+    def layout(self) -> DelayLayout | CoarseFirstLayout:
+        if self.coarse_first:
+            return CoarseFirstLayout(self.n_codebooks, self.codebook_size, self.min_frames)
         return DelayLayout(self.n_codebooks, self.codebook_size, tuple(self.delays), self.min_frames)
 
     def backbone_config(self) -> LlamaConfig:
@@ -79,6 +91,49 @@ class CodecLMConfig(PretrainedConfig):
         )
 
 
+class FineStage(nn.Module):
+    """Codebooks 1..K-1 of a frame from the backbone's hidden state ``h`` (the one that predicted
+    the frame's coarse code), that coarse code, and the previous frame's K codes: one small MLP
+    per codebook, each reading the codes of the codebooks before it (depth-causal, so sampling
+    codebook by codebook is exact ancestral sampling of the trained factorization).
+    """
+
+    def __init__(self, hidden: int, n_codebooks: int, codebook_size: int, width: int) -> None:
+        super().__init__()
+        self.K, self.C = n_codebooks, codebook_size
+        self.inp = nn.Linear(hidden, width)
+        self.codes = nn.Embedding(max(n_codebooks - 1, 1) * codebook_size, width)  # this frame, codebooks 0..K-2
+        self.prev = nn.Embedding(n_codebooks * (codebook_size + 1), width)  # last frame; C = none yet
+        self.depth = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, codebook_size))
+            for _ in range(n_codebooks - 1))
+
+    def _base(self, h: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        offsets = torch.arange(self.K, device=prev.device) * (self.C + 1)
+        return self.inp(h) + self.prev(prev + offsets).sum(-2)
+
+    def logits(self, h: torch.Tensor, codes: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits ``[N, K-1, C]`` for ``h [N, D]``, ``codes [N, K]``, ``prev [N, K]``."""
+        offsets = torch.arange(self.K - 1, device=codes.device) * self.C
+        x = self._base(h, prev)[:, None] + self.codes(codes[:, :-1] + offsets).cumsum(1)  # [N, K-1, W]
+        return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
+
+    def generate(self, h: torch.Tensor, coarse: torch.Tensor, prev: torch.Tensor,
+                 pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Frames ``[K, N]`` for ``h [N, D]`` and ``coarse [N]``, in order, from ``prev [K]`` (the
+        frame before the first; C where there is none). ``pick`` maps logits ``[C]`` to an id."""
+        frames = torch.empty(self.K, coarse.shape[0], dtype=torch.long, device=h.device)
+        frames[0] = coarse
+        base, offsets = self.inp(h), torch.arange(self.K, device=h.device) * (self.C + 1)
+        for n in range(coarse.shape[0]):
+            x = base[n] + self.prev(prev + offsets).sum(0)
+            for k, mlp in enumerate(self.depth, start=1):
+                x = x + self.codes.weight[(k - 1) * self.C + frames[k - 1, n]]
+                frames[k, n] = pick(mlp(x))
+            prev = frames[:, n]
+        return frames
+
+
 class CodecLM(PreTrainedModel):
     config_class = CodecLMConfig
     base_model_prefix = "codec_lm"
@@ -87,12 +142,14 @@ class CodecLM(PreTrainedModel):
     def __init__(self, config: CodecLMConfig) -> None:
         super().__init__(config)
         layout = config.layout
-        self.n_codebooks = layout.n_codebooks
+        self.n_codebooks = layout.groups  # tokens per step: K, or 1 when coarse-first
         self.head_vocab = layout.vocab_size
         self.backbone = LlamaModel(config.backbone_config())
         self.text_embed = nn.Embedding(config.text_vocab_size, config.hidden_size)
         self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
         self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
+        self.fine = FineStage(config.hidden_size, config.n_codebooks, config.codebook_size, config.fine_width) \
+            if config.coarse_first else None
         if config.track_positions:
             self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
             self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
@@ -141,12 +198,19 @@ class CodecLM(PreTrainedModel):
         use_cache: bool = False,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, Any]:
-        """Logits ``[B, S+T, K, V]`` for every input position, and the cache."""
+        """Logits ``[B, S+T, G, V]`` for every input position, and the cache."""
+        logits, cache, _ = self.forward_hidden(text_ids, codes, track, cache, use_cache, **kwargs)
+        return logits, cache
+
+    def forward_hidden(self, text_ids: torch.Tensor | None = None, codes: torch.Tensor | None = None,
+                       track: torch.Tensor | None = None, cache: Any = None, use_cache: bool = False,
+                       **kwargs: Any) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """As :meth:`forward`, plus the final hidden states ``[B, S+T, D]`` (the fine stage's input)."""
         hidden = self.embed(text_ids, codes, track)
         out = self.backbone(inputs_embeds=hidden, cache=cache, use_cache=use_cache, **kwargs)
         h = out.last_hidden_state
         logits = self.heads(h).view(*h.shape[:2], self.n_codebooks, self.head_vocab)
-        return logits, out.cache
+        return logits, out.cache, h
 
 
 AutoConfig.register(CodecLMConfig.model_type, CodecLMConfig)
@@ -162,6 +226,8 @@ class CodecLMSession(LMSession):
 
     def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0) -> None:
         super().__init__(model, prefix)
+        self.hidden: torch.Tensor | None = None  # [T, D] of the last forward (coarse-first only)
+        self._prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
         self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
 
@@ -175,8 +241,19 @@ class CodecLMSession(LMSession):
 
     def _logits(self, steps: torch.Tensor) -> torch.Tensor:
         track = self.track_rows(self.length, steps.shape[0])
-        logits, _ = self.model(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
+        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
+        if self.model.fine is not None:
+            self.hidden = h[0]
         return logits[0]
+
+    @torch.inference_mode()
+    def fine_frames(self, coarse: torch.Tensor, first: int, pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Complete verified coarse codes ``[n]`` to frames ``[K, n]``; their hidden states are
+        rows ``first .. first+n`` of the last forward (the rows that predicted them)."""
+        frames = self.model.fine.generate(self.hidden[first: first + coarse.shape[0]], coarse, self._prev, pick)
+        if frames.shape[1]:
+            self._prev = frames[:, -1]
+        return frames
 
 
 class CodecStepLM:

@@ -18,7 +18,7 @@ from .drafters.base import Draft, DraftContext, Drafter, DraftSession
 from .layout import FrameAssembler, Prompt
 from .lm import LMSession, StepLM
 from .policy import TokenPolicy
-from .sampling import SamplingConfig
+from .sampling import SamplingConfig, top_k_filter, top_p_filter
 from .stats import DecodeStats
 from .verify import Verdict, verify_greedy, verify_sampling
 
@@ -85,6 +85,10 @@ class Generation:
         self.policy = TokenPolicy(layout, config.sampling)
         self.controller = config.make_controller()
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+        # The fine stage draws from its own stream, so its codes depend only on the verified coarse
+        # codes, not on how many draws verification made (same frames with speculation on or off).
+        self.fine_generator = torch.Generator().manual_seed(config.seed + 1) if config.seed is not None else None
+        self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
         self.stats = DecodeStats()
         self.assembler = FrameAssembler(layout)
         self.state = layout.initial_state(prompt)
@@ -125,6 +129,7 @@ class Generation:
     def _verify(self, draft: Draft) -> Verdict:
         block = torch.cat([self.history[self.target.length :], draft.steps])
         raw = self.target.forward(block)[-(draft.steps.shape[0] + 1) :]
+        self._fine_from = block.shape[0] - draft.steps.shape[0] - 1
         warped = self.policy.warp(raw, self.state, draft.steps, self.generated)
         if self.config.sampling.greedy:
             return verify_greedy(draft.steps, warped)
@@ -147,6 +152,8 @@ class Generation:
         if self.draft_session is not None:
             self.draft_session.rollback(keep)
         frames = self.assembler.pop(self.generated, self.state)
+        if getattr(self.layout, "fine", False):
+            frames = self.target.fine_frames(frames[0], self._fine_from, self._pick_fine)
 
         n_draft = draft.steps.shape[0]
         self.controller.observe(n_draft, verdict.accepted_steps, t1 - t0, t2 - t1)
@@ -162,6 +169,15 @@ class Generation:
         if self.done:
             s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
+
+    def _pick_fine(self, logits: torch.Tensor) -> torch.Tensor:
+        """A fine-stage code from logits ``[C]``: argmax when greedy, else temperature, top-k and
+        top-p as for the coarse codes (no repetition penalty: the fine stage has no history)."""
+        s = self.config.sampling
+        if s.greedy:
+            return logits.argmax()
+        x = top_p_filter(top_k_filter(logits.float() / s.temperature, s.top_k), s.top_p)
+        return torch.multinomial(x.softmax(-1), 1, generator=self.fine_generator)[0]
 
     def _commit(self, steps: torch.Tensor) -> torch.Tensor:
         """Append steps up to the end of the utterance; return those appended."""

@@ -116,6 +116,7 @@ class DurationConfig(FolderConfig):
     WHAT: ClassVar[str] = "a voicespec duration"
 
     alphabet: str = DEFAULT_ALPHABET  # ids are CharTokenizer(alphabet) ids: 1..len, 0 = padding
+    units: int = 0  # > 0: ids are 1..units of another tokenizer (phonemes); the alphabet is then unused
     embed_dim: int = 128
     conv_channels: int = 128
     conv_layers: int = 3
@@ -137,7 +138,7 @@ class DurationConfig(FolderConfig):
 
     @property
     def vocab_size(self) -> int:
-        return len(self.alphabet) + 1  # + padding
+        return (self.units or len(self.alphabet)) + 1  # + padding
 
 
 class DurationModel(nn.Module):
@@ -438,12 +439,15 @@ def add_duration_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minutes", type=float, default=DurationTrainConfig.minutes, help="total training time budget")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--units", type=int, default=0,
+                   help="ids are 1..N of a unit tokenizer (a phoneme voice's vocab_size - 1); 0: the default alphabet")
 
 
 def run_duration(args: argparse.Namespace) -> int:
     train, heldout = read_items(args.items)
     config = DurationTrainConfig(minutes=args.minutes, seed=args.seed, threads=args.threads)
-    folder = train_duration(train, heldout, Path(args.out), config, source=str(args.items))
+    folder = train_duration(train, heldout, Path(args.out), config, DurationConfig(units=args.units),
+                            source=str(args.items))
     metrics = DurationModel.from_folder(folder).config.extra.get("heldout_metrics", {})
     summary = (f" (held-out MAE {metrics['mae_frames_per_char']:.2f} frames/char, median length error "
                f"{100 * metrics['length_rel_error_median']:.1f}%)") if metrics else ""

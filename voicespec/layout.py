@@ -275,7 +275,69 @@ class DelayLayout:
         return d
 
 
-TokenLayout = FlatLayout | DelayLayout
+@dataclass(frozen=True)
+class CoarseFirstLayout:
+    """One token per step: codebook 0 of frame ``t`` at step ``t``; codebooks 1..K-1 are not LM
+    tokens but come from the target's *fine stage* (:class:`voicespec.codec_lm.FineStage`) once a
+    step is verified. A verify position therefore checks one token, and a draft is judged on the
+    coarse code alone, which carries most of what is said.
+
+    Ids: codes ``0..C-1``, then PAD (unused, kept so ids match the delay layout), BOS (input only)
+    and EOS (ends the utterance at that frame). Frames leave the assembler as ``[1, n]`` coarse
+    rows; the target's session completes them to ``[K, n]``.
+    """
+
+    n_codebooks: int
+    codebook_size: int
+    min_frames: int = 0
+    kind: str = field(default="coarse", init=False)
+
+    def __post_init__(self) -> None:
+        if self.n_codebooks < 1 or self.codebook_size < 1:
+            raise ValueError("n_codebooks and codebook_size must be positive")
+
+    groups = 1
+    fine = True  # frames need the target's fine stage
+    max_delay = 0
+    vocab_size = DelayLayout.vocab_size
+    pad_id = DelayLayout.pad_id
+    bos_id = DelayLayout.bos_id
+    eos_id = DelayLayout.eos_id
+    initial_state = DelayLayout.initial_state
+    advance = DelayLayout.advance
+    is_done = DelayLayout.is_done
+    steps_for_frames_count = DelayLayout.steps_for_frames_count
+    complete_frames = DelayLayout.complete_frames
+
+    def prompt(self, text_ids: Any, track: torch.Tensor | None = None) -> Prompt:
+        ids = _check_prompt_ids(text_ids, "text_ids")
+        return Prompt(text=ids, steps=torch.full((1, 1), self.bos_id), track=track)
+
+    def mask(self, state: LayoutState) -> torch.Tensor:
+        m = torch.zeros(1, self.vocab_size, dtype=torch.bool)
+        t, end, n = state.steps, state.end_frame, state.n_frames
+        if end is not None:
+            m[0, self.pad_id] = True
+            return m
+        m[0, : self.codebook_size] = n is None or t < n
+        if t == n if n is not None else t >= self.min_frames:
+            m[0, self.eos_id] = True
+        return m
+
+    def frame_codes(self, generated: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """Coarse codes ``[1, stop-start]`` (the fine stage adds codebooks 1..K-1)."""
+        return generated[start:stop, :1].T
+
+    def steps_for_frames(self, codes: torch.Tensor, with_eos: bool = True) -> torch.Tensor:
+        """Frames ``[K, T]`` to the coarse steps ``[T (+1 with EOS), 1]`` that produce them."""
+        steps = codes[:1].T.clone().long()
+        return torch.cat([steps, torch.tensor([[self.eos_id]])]) if with_eos else steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+TokenLayout = FlatLayout | DelayLayout | CoarseFirstLayout
 
 
 def layout_from_dict(d: dict[str, Any]) -> TokenLayout:
@@ -286,7 +348,9 @@ def layout_from_dict(d: dict[str, Any]) -> TokenLayout:
         return FlatLayout(**d)
     if kind == "delay":
         return DelayLayout(**d)
-    raise ValueError(f"unknown token layout kind {kind!r} (expected 'flat' or 'delay')")
+    if kind == "coarse":
+        return CoarseFirstLayout(**d)
+    raise ValueError(f"unknown token layout kind {kind!r} (expected 'flat', 'delay' or 'coarse')")
 
 
 def masks_along(layout: TokenLayout, state: LayoutState, steps: torch.Tensor) -> torch.Tensor:

@@ -217,9 +217,24 @@ class CharTokenizer:
         return {"kind": self.kind, "alphabet": self.alphabet}
 
 
-def tokenizer_from_dict(d: dict[str, Any]) -> CharTokenizer:
+    def is_speakable(self, ids: list[int]) -> bool:
+        """Whether the ids hold at least one letter or digit."""
+        return any(0 < i <= len(self.alphabet) and self.alphabet[i - 1].isalnum() for i in ids)
+
+
+Tokenizer = Any  # CharTokenizer | voicespec.phonemes.PhonemeTokenizer: encode, decode, is_speakable, to_dict
+
+
+def tokenizer_from_dict(d: dict[str, Any]) -> Tokenizer:
+    """The tokenizer a voice records: ``chars`` (an alphabet) or ``phonemes`` (gruut units)."""
     if d.get("kind") == "chars":
         return CharTokenizer(d.get("alphabet", DEFAULT_ALPHABET))
+    if d.get("kind") == "phonemes":
+        from .phonemes import LANG, PhonemeTokenizer
+
+        if d.get("lang", LANG) != LANG:
+            raise ValueError(f"phoneme tokenizer language {d.get('lang')!r} is not supported (only {LANG!r})")
+        return PhonemeTokenizer(tuple(d["units"])) if "units" in d else PhonemeTokenizer()
     raise ValueError(f"unknown tokenizer kind {d.get('kind')!r}")
 
 
@@ -227,7 +242,7 @@ def tokenizer_from_dict(d: dict[str, Any]) -> CharTokenizer:
 class FrontEnd:
     """sanitize → normalize → split → tokenize, with the limits in one place."""
 
-    tokenizer: CharTokenizer = field(default_factory=CharTokenizer)
+    tokenizer: Tokenizer = field(default_factory=CharTokenizer)
     max_chars: int = MAX_CHARS
     max_sentence_chars: int = 200
 
@@ -236,8 +251,8 @@ class FrontEnd:
         out = []
         for sentence in split_sentences(normalize(sanitize(text, self.max_chars)), self.max_sentence_chars):
             ids = self.tokenizer.encode(sentence)
-            if any(self.tokenizer.alphabet[i - 1].isalnum() for i in ids):
+            if self.tokenizer.is_speakable(ids):
                 out.append((sentence, ids))
         if not out:
-            raise TextError("text has nothing speakable (no letters or digits)")
+            raise TextError("text has nothing this voice can speak (no English letters or digits)")
         return out

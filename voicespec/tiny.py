@@ -18,6 +18,7 @@ from .codec import Codec, CodecConfig
 from .codec_lm import CodecLM, CodecLMConfig, CodecStepLM
 from .duration import DurationConfig, DurationModel
 from .layout import FlatLayout
+from .phonemes import PhonemeTokenizer
 from .lm import HFCausalLM
 from .loading import attach_layout
 from .text import CharTokenizer
@@ -67,11 +68,11 @@ def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.fl
 def tiny_codec_lm(
     seed: int = 0, n_layers: int = 2, hidden: int = 64, n_codebooks: int = 3, codebook_size: int = 8,
     delays: list[int] | None = None, min_frames: int = 0, dtype=torch.float32, text_vocab: int = TEXT_VOCAB,
-    track_positions: int = 0,
+    track_positions: int = 0, coarse_first: bool = False,
 ) -> CodecStepLM:
     config = CodecLMConfig(
         text_vocab_size=text_vocab, n_codebooks=n_codebooks, codebook_size=codebook_size, delays=delays,
-        min_frames=min_frames, track_positions=track_positions,
+        min_frames=min_frames, track_positions=track_positions, coarse_first=coarse_first, fine_width=hidden,
         hidden_size=hidden, num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=2 * hidden, max_position_embeddings=2048,
     )
@@ -94,11 +95,11 @@ TINY_CODEC = CodecConfig(
 )
 
 
-def tiny_duration(seed: int = 0, frames_per_char: float = 4.0) -> DurationModel:
+def tiny_duration(seed: int = 0, frames_per_char: float = 4.0, units: int = 0) -> DurationModel:
     """A random duration predictor whose output sits near ``frames_per_char``."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = DurationModel(DurationConfig(embed_dim=16, conv_channels=16, conv_layers=1, hidden=8))
+        model = DurationModel(DurationConfig(embed_dim=16, conv_channels=16, conv_layers=1, hidden=8, units=units))
     with torch.no_grad():
         model.head.bias.fill_(math.log1p(frames_per_char))
     return model.eval()
@@ -108,24 +109,25 @@ def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> P
     """Write a complete random-weight voice folder (codec, target, a draft model): 24 kHz, 50 Hz,
     4 codebooks of 64. It babbles, but every stage from text to PCM runs for real. ``aligned``:
     the delay layout with a frame-aligned text track and a duration predictor, as the default
-    voice is built."""
+    voice was built; ``coarse``: coarse-first with a fine stage, aligned, reading phonemes, as the
+    default voice is built now."""
     out = Path(out)
-    tokenizer = CharTokenizer()
+    tokenizer = PhonemeTokenizer() if layout == "coarse" else CharTokenizer()
     codec = Codec.random(TINY_CODEC, seed=seed)
     K, C = TINY_CODEC.n_codebooks, TINY_CODEC.codebook_size
     if layout == "flat":
         target = tiny_flat(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size)
         draft, text_offset = flat_draft(target), 3
-    elif layout in ("delay", "aligned"):
+    elif layout in ("delay", "aligned", "coarse"):
         target = tiny_codec_lm(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size,
-                               track_positions=8 if layout == "aligned" else 0)
+                               track_positions=8 if layout != "delay" else 0, coarse_first=layout == "coarse")
         draft, text_offset = codec_draft(target), 0
     else:
-        raise ValueError(f"unknown layout {layout!r} (flat, delay or aligned)")
+        raise ValueError(f"unknown layout {layout!r} (flat, delay, aligned or coarse)")
     duration = None
-    if layout == "aligned":
+    if layout != "delay" and layout != "flat":
         duration = "duration"
-        tiny_duration(seed).save(out / duration)
+        tiny_duration(seed, units=tokenizer.vocab_size - 1 if layout == "coarse" else 0).save(out / duration)
     codec.save(out / "codec")
     target.model.save_pretrained(out / "target")
     draft.model.save_pretrained(out / "drafters" / "draft-model")

@@ -1,11 +1,15 @@
 """Honest quality numbers for a voice: ``voicespec evaluate``.
 
-On held-out teacher sentences (texts the LM never trained on) the in-repo recognizer transcribes
-(a) the teacher audio, (b) its codec resynthesis and (c) the voice's own speech, decoded with
-speculation off and on; MCD-DTW compares generated and resynthesized speech with the teacher's.
-Greedy decoding must give the same frames with and without speculation (checked per sentence);
-sampled decoding gives a different draw of the same distribution, so its numbers are reported
-for both and should agree within noise.
+Two sentence sets: *held-out* teacher sentences (texts the LM never trained on) and *unseen-word*
+sentences made only of words that never occur in training (:mod:`voicespec.train.vocab`; the
+teacher speaks them here). For each, the independent judge (PocketSphinx, :mod:`voicespec.judge`)
+transcribes (a) the teacher audio, (b) its codec resynthesis and (c) the voice's own speech,
+decoded with speculation off and on and greedily; word and character error rates are corpus-level.
+Given ``--asr``, the in-repo CTC recognizer's CER is reported too (a kinder judge: it was trained on
+the teacher). MCD-DTW compares generated and resynthesized speech with the teacher's. Greedy
+decoding must give the same frames with and without speculation (checked per sentence); sampled
+decoding gives a different draw of the same distribution, so its numbers are reported for both and
+should agree within noise.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import torchaudio.transforms as T
 
 from .audio import write_audio_atomic
 from .decoder import DecodeConfig
+from .judge import default_judge
 from .quality import cer_report, mcd_dtw
 from .sampling import SamplingConfig
 from .synthesis import SynthesisOptions, Synthesizer
-from .train.asr import load_asr
 from .train.samples import heldout_clips
 from .voice import Voice
+
+ROWS = ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")
 
 
 def _generate(synth: Synthesizer, text: str, decode: DecodeConfig, drafter: str) -> tuple[torch.Tensor, Any]:
@@ -48,19 +54,33 @@ def speculative_default(voice: Voice) -> str:
     return models[0] if models else "ngram"
 
 
-def evaluate_voice(voice: Voice, asr_dir: Path, data_dir: Path, n: int = 12, drafter: str | None = None,
-                   seed: int = 0, log=print) -> dict[str, Any]:
-    asr = load_asr(asr_dir)
-    drafter = drafter or speculative_default(voice)
+def unseen_clips(n: int, seed: int = 0) -> list[tuple[str, str, torch.Tensor, int]]:
+    """(id, text, teacher audio, rate) of ``n`` unseen-word sentences, spoken by the teacher now
+    (needs the ``train`` extra)."""
+    from .train.corpus import core_words
+    from .train.data import PiperTeacher
+    from .train.vocab import unseen_word_sentences
+    from .text import normalize, sanitize
+
+    teacher = PiperTeacher(seed=seed)
+    out = []
+    for i, raw in enumerate(unseen_word_sentences(n, seed, core_words())):
+        text = normalize(sanitize(raw))
+        spoken = teacher.synthesize(text, key=f"unseen{i}")
+        out.append((f"unseen{i:03d}", text, torch.from_numpy(spoken.audio), spoken.sample_rate))
+    return out
+
+
+def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = None, log=print) -> dict[str, Any]:
+    """Every row of one sentence set, judged by PocketSphinx (and by ``asr`` when given)."""
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
     sampled = DecodeConfig(voice.sampling, gamma="auto", seed=seed)
     greedy = DecodeConfig(SamplingConfig(temperature=0), gamma="auto", seed=seed)
-    rows: dict[str, list] = {k: [] for k in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")}
+    rows: dict[str, list] = {k: [] for k in ROWS}
     mcd: dict[str, list[float]] = {"resynth": [], "sampled_plain": [], "sampled_spec": []}
-    rtf: dict[str, list[float]] = {"sampled_plain": [], "sampled_spec": []}
+    rtf: dict[str, list[float]] = {"sampled_plain": [], "sampled_spec": [], "greedy_plain": []}
     greedy_mismatches = 0
-    clips = heldout_clips(data_dir, n)
     for i, (clip_id, text, audio, sr) in enumerate(clips):
         x = AF.resample(audio, sr, rate) if sr != rate else audio
         y = voice.codec.decode(voice.codec.encode(x))[: x.shape[0]]
@@ -78,19 +98,39 @@ def evaluate_voice(voice: Voice, asr_dir: Path, data_dir: Path, n: int = 12, dra
         same = len(plain.frames) == len(spec.frames) and all(torch.equal(a, b) for a, b in zip(plain.frames, spec.frames))
         greedy_mismatches += not same
         rows["greedy_plain"].append((text, plain_pcm, rate))
+        rtf["greedy_plain"].append(plain.stats.rtf)
         log(f"{clip_id}: {text[:50]!r} greedy spec == plain: {same}")
-    report: dict[str, Any] = {"voice": voice.name, "drafter": drafter, "utterances": len(clips),
-                              "sampling": voice.config.sampling, "seed": seed}
+    judge = default_judge()
+    report: dict[str, Any] = {"utterances": len(clips)}
     for key, items in rows.items():
-        r = cer_report(asr, items)
-        report[key] = {"cer": r["cer"], "wer": r["wer"], "examples": r["items"][:3]}
+        j = judge.judge(items)
+        report[key] = {"wer": round(j.wer, 4), "cer": round(j.cer, 4), "examples": j.items[:3]}
+        if asr is not None:
+            report[key]["inrepo_cer"] = round(cer_report(asr, items)["cer"], 4)
         if key in mcd:
-            report[key]["mcd_dtw_db"] = statistics.median(mcd[key])
+            report[key]["mcd_dtw_db"] = round(statistics.median(mcd[key]), 2)
         if key in rtf:
-            report[key]["rtf_median"] = statistics.median(rtf[key])
+            report[key]["rtf_median"] = round(statistics.median(rtf[key]), 3)
     report["greedy_spec_equals_plain"] = greedy_mismatches == 0
     report["greedy_mismatches"] = greedy_mismatches
-    report["cer_gap_generated_vs_resynth_points"] = 100 * (report["sampled_plain"]["cer"] - report["resynth"]["cer"])
+    report["wer_gap_generated_vs_resynth"] = round(report["sampled_plain"]["wer"] - report["resynth"]["wer"], 4)
+    return report
+
+
+def evaluate_voice(voice: Voice, data_dir: Path, n: int = 12, n_unseen: int = 12, drafter: str | None = None,
+                   seed: int = 0, asr_dir: Path | None = None, log=print) -> dict[str, Any]:
+    """The report of ``voicespec evaluate``: one section per sentence set."""
+    asr = None
+    if asr_dir is not None:
+        from .train.asr import load_asr
+
+        asr = load_asr(asr_dir)
+    drafter = drafter or speculative_default(voice)
+    report: dict[str, Any] = {"voice": voice.name, "drafter": drafter, "sampling": voice.config.sampling,
+                              "seed": seed, "judge": "pocketsphinx en-us (bundled models)"}
+    report["heldout"] = evaluate_set(voice, heldout_clips(data_dir, n), drafter, seed, asr, log)
+    if n_unseen:
+        report["unseen_words"] = evaluate_set(voice, unseen_clips(n_unseen, seed), drafter, seed, asr, log)
     return report
 
 
@@ -139,9 +179,11 @@ def _mel_figure(voice: Voice, synth: Synthesizer, data_dir: Path, png: Path, see
 
 def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--voice", help="voice folder or name (default: the shipped default voice)")
-    p.add_argument("--asr", required=True, help="CTC recognizer folder (`voicespec train asr`)")
+    p.add_argument("--asr", help="also report the in-repo CTC recognizer's CER (a recognizer folder)")
     p.add_argument("--data", required=True, help="teacher corpus (its held-out split is evaluated)")
-    p.add_argument("--n", type=int, default=12, help="held-out sentences")
+    p.add_argument("--n", type=int, default=12, help="held-out sentences (default 12)")
+    p.add_argument("--unseen", type=int, default=12,
+                   help="unseen-word sentences, spoken by the teacher now (default 12; 0: skip)")
     p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's default "
                                                  "drafter, or its first draft model if that is none)")
     p.add_argument("--seed", type=int, default=0)
@@ -156,15 +198,20 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     voice = load_voice(args.voice)
-    report = evaluate_voice(voice, Path(args.asr), Path(args.data), args.n, args.drafter, args.seed)
+    report = evaluate_voice(voice, Path(args.data), args.n, args.unseen, args.drafter, args.seed,
+                            args.asr and Path(args.asr))
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    for key in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain"):
-        r = report[key]
-        extra = "".join(f"  {k} {r[k]:.2f}" for k in ("mcd_dtw_db", "rtf_median") if k in r)
-        print(f"{key:14s} CER {r['cer']:.3f}  WER {r['wer']:.3f}{extra}")
-    print(f"greedy speculative == plain on every sentence: {report['greedy_spec_equals_plain']}")
+    for section in ("heldout", "unseen_words"):
+        if section not in report:
+            continue
+        print(f"{section} ({report[section]['utterances']} sentences), judged by PocketSphinx:")
+        for key in ROWS:
+            r = report[section][key]
+            extra = "".join(f"  {k} {r[k]:.2f}" for k in ("inrepo_cer", "mcd_dtw_db", "rtf_median") if k in r)
+            print(f"  {key:14s} WER {r['wer']:.3f}  CER {r['cer']:.3f}{extra}")
+        print(f"  greedy speculative == plain on every sentence: {report[section]['greedy_spec_equals_plain']}")
     if args.samples:
         prompts = [line.strip() for line in Path(args.prompts).read_text().splitlines() if line.strip()]
         written = write_voice_samples(voice, prompts, Path(args.data), Path(args.samples), args.seed)

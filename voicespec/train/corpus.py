@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from voicespec.text import DEFAULT_ALPHABET, normalize, sanitize
+from voicespec.train import vocab
 
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2  # 2: broad vocabulary (CMUdict, Faker lists) and unseen words held out
 MAX_WORDS = 25
 MAX_CHARS = 200  # the front end's sentence limit: longer normalized text would be split
 
@@ -489,6 +490,60 @@ def _list(r: random.Random) -> str:
     return _cap(r.choice(forms))
 
 
+def _person(r: random.Random) -> str:
+    x = r.random()
+    if x < 0.4:
+        return r.choice(vocab.first_names())
+    if x < 0.7:
+        return f"{r.choice(vocab.first_names())} {r.choice(vocab.surnames())}"
+    return f"{r.choice(TITLES)} {r.choice(vocab.surnames())}"
+
+
+def _company(r: random.Random) -> str:
+    a, b = r.sample(vocab.surnames(), 2)
+    return r.choice([f"{a} {r.choice(vocab.company_suffixes())}", f"{a} and {b}", f"{a}, {b} and Partners"])
+
+
+def _people(r: random.Random) -> str:
+    """Faker's names, jobs, places and companies in everyday frames."""
+    p, job, place = _person(r), r.choice(vocab.jobs()), r.choice(vocab.places())
+    forms: list[Callable[[], str]] = [
+        lambda: f"{p} works as {_article(job)} in {place}.",
+        lambda: f"{p}, {_article(job)} from {place}, joined {_company(r)} on {_date(r)}.",
+        lambda: f"Have you met {p}? She moved to {place} last {r.choice(MONTHS)}.",
+        lambda: f"Please call {p} at {_company(r)} before {_time(r)}.",
+        lambda: f"{_company(r)} hired {r.randint(2, 90)} new staff in {place}.",
+        lambda: f"Is {p} still {_article(job)}?",
+        lambda: f"Our new {job} is {p}.",
+        lambda: f"{p} and {_person(r)} flew from {place} to {r.choice(vocab.places())}.",
+        lambda: f"Send the letter to {p}, {r.randint(1, 999)} {r.choice(STREETS)}, {place}.",
+    ]
+    return _cap(r.choice(forms)())
+
+
+def _words(r: random.Random, k: int) -> list[str]:
+    """``k`` training-allowed words: half common words, half from the whole dictionary."""
+    return [r.choice(vocab.common_words() if r.random() < 0.5 else vocab.training_words()) for _ in range(k)]
+
+
+def _lexicon(r: random.Random) -> str:
+    """Dictionary words in simple frames: breadth of spellings and phoneme sequences."""
+    w = _words(r, 5)
+    forms: list[Callable[[], str]] = [
+        lambda: f"The next word is {w[0]}.",
+        lambda: f"{_cap(w[0])}, {w[1]}, {w[2]}, and {w[3]}.",
+        lambda: f"{_subject(r)} wrote {w[0]} and {w[1]} on the board.",
+        lambda: f"Is {w[0]} spelled like {w[1]}?",
+        lambda: f"She said {w[0]}, not {w[1]}!",
+        lambda: f"Say {w[0]} {w[1]} {w[2]} slowly.",
+        lambda: f"The list reads {w[0]}, {w[1]}, {w[2]}, {w[3]} and {w[4]}.",
+        lambda: f"{_cap(w[0])} {w[1]} {w[2]} {w[3]}.",
+        lambda: f"Why would anyone say {w[0]}?",
+        lambda: f"After the {w[0]} came the {w[1]}.",
+    ]
+    return _cap(r.choice(forms)())
+
+
 GENERATORS: dict[str, Callable[[random.Random], str]] = {
     "narrative": _narrative,
     "dialogue": _dialogue,
@@ -498,9 +553,11 @@ GENERATORS: dict[str, Callable[[random.Random], str]] = {
     "imperative": _imperative,
     "short": _short,
     "list": _list,
+    "people": _people,
+    "lexicon": _lexicon,
 }
-WEIGHTS = {"narrative": 0.24, "dialogue": 0.16, "question": 0.15, "exclamation": 0.08, "numbers": 0.18,
-           "imperative": 0.07, "short": 0.06, "list": 0.06}
+WEIGHTS = {"narrative": 0.15, "dialogue": 0.10, "question": 0.10, "exclamation": 0.05, "numbers": 0.14,
+           "imperative": 0.05, "short": 0.04, "list": 0.04, "people": 0.13, "lexicon": 0.20}
 KINDS = tuple(GENERATORS)
 
 
@@ -525,6 +582,30 @@ def sentence_id(index: int) -> str:
 _ALLOWED = set(DEFAULT_ALPHABET)
 
 
+def _literal_words(values: object) -> set[str]:
+    """Every lower-cased word in the strings (nested in lists, tuples, dicts) of ``values``."""
+    if isinstance(values, str):
+        return set(re.findall(r"[a-z]+", values.lower()))
+    if isinstance(values, dict):
+        values = [*values.keys(), *values.values()]
+    if isinstance(values, (list, tuple, set, frozenset)):
+        return set().union(*(_literal_words(v) for v in values)) if values else set()
+    return set()
+
+
+def core_words() -> frozenset[str]:
+    """Words the template grammar and the normalizer write themselves (never held out)."""
+    import voicespec.text as text
+
+    found = set().union(*(_literal_words(v) for k, v in {**vars(text), **globals()}.items() if k.isupper() or k.startswith("_") and k[1:].isupper()))
+    return frozenset(found)
+
+
+def unseen_in(text: str, core: frozenset[str]) -> list[str]:
+    """The held-out words (see :mod:`voicespec.train.vocab`) in normalized ``text``."""
+    return [w for w in re.findall(r"[a-z]+", text) if vocab.is_unseen(w, core)]
+
+
 def _dedup_key(text: str) -> str:
     return " ".join(re.sub(r"[^a-z' ]+", " ", text).split())
 
@@ -538,6 +619,7 @@ def iter_sentences(seed: int = 0, max_words: int = MAX_WORDS, max_tries: int = 2
     r = random.Random(seed)
     kinds, weights = list(WEIGHTS), list(WEIGHTS.values())
     seen: set[str] = set()
+    core = core_words()
     index = misses = 0
     while misses < max_tries:
         kind = r.choices(kinds, weights)[0]
@@ -545,7 +627,7 @@ def iter_sentences(seed: int = 0, max_words: int = MAX_WORDS, max_tries: int = 2
         text = normalize(sanitize(raw))
         key = _dedup_key(text)
         if (not 1 <= len(raw.split()) <= max_words or len(text) > MAX_CHARS or not set(text) <= _ALLOWED
-                or key in seen):
+                or key in seen or unseen_in(text, core)):
             misses += 1
             continue
         misses = 0

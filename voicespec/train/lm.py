@@ -37,7 +37,7 @@ from torch.nn import functional as F
 from ..codec import Codec
 from ..codec_lm import END_ROW, CodecLM, CodecLMConfig
 from ..duration import frame_track
-from ..layout import DelayLayout
+from ..layout import CoarseFirstLayout, DelayLayout
 from ..tiny import truncated_copy
 from .asr import align, length_batches, load_asr, load_utterances
 from .common import TrainingRun, cosine_lr_factor, hardware, pick_device, save_atomic
@@ -63,11 +63,14 @@ def codec_key(codec: Codec) -> str:
     return h.hexdigest()[:16]
 
 
-def prepare(data_dir: Path, codec: Codec, asr_dir: Path, out_dir: Path, log=print) -> list[Example]:
+def prepare(data_dir: Path, codec: Codec, asr_dir: Path | None, out_dir: Path, log=print) -> list[Example]:
     """Encode and align the corpus once; cached (a rerun with a grown corpus adds only new ids).
     A cache made with another codec keeps its alignments (they depend on the audio and the frame
     rate, not on the codes) and re-encodes the codes: retraining the LM on a new codec skips the
-    forced alignment."""
+    forced alignment. Without a recognizer (``asr_dir`` None) the units are phonemes and their
+    durations come from the teacher's own alignment (:func:`prepare_phonemes`)."""
+    if asr_dir is None:
+        return prepare_phonemes(data_dir, codec, out_dir, log)
     cache = out_dir / "prepared.pt"
     done: dict[str, Example] = {}
     key, same_codec = codec_key(codec), False
@@ -98,41 +101,130 @@ def prepare(data_dir: Path, codec: Codec, asr_dir: Path, out_dir: Path, log=prin
     return out
 
 
+def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> list[Example]:
+    """Phoneme ids (gruut, :mod:`voicespec.phonemes`) and frames per phoneme transferred from
+    Piper's per-symbol alignment (:mod:`voicespec.train.phone_align`); cached like :func:`prepare`.
+    Utterances whose alignment agrees on fewer than ``MIN_AGREEMENT`` of the characters are
+    left out (and counted)."""
+    import soundfile as sf
+
+    from ..phonemes import PhonemeTokenizer, phonemize
+    from .data import read_manifest, resample
+    from .phone_align import to_frames, transfer
+
+    cache = out_dir / "prepared.pt"
+    tokenizer = PhonemeTokenizer()
+    key, done, agreement = codec_key(codec), {}, {}
+    if cache.is_file():
+        cached = torch.load(cache, weights_only=False)
+        if cached.get("codec") == key and cached.get("tokenizer") == tokenizer.to_dict():
+            done = {e.id: e for e in (Example(**d) for d in cached["examples"])}
+            agreement = cached.get("agreement", {})
+    entries, _ = read_manifest(Path(data_dir) / "manifest.jsonl")
+    if not entries:
+        raise FileNotFoundError(f"{data_dir}: no utterances in manifest.jsonl (make them with `voicespec train data`)")
+    out, dropped, t0 = [], 0, time.perf_counter()
+    for rec in entries:
+        if rec["id"] not in done:
+            al = rec.get("alignment")
+            if al is None:
+                raise ValueError(f"{rec['id']}: the corpus has no teacher alignment (make it with onnx installed)")
+            units = phonemize(rec["text"])
+            tr = transfer(units, al["phonemes"], al["samples"])
+            agreement[rec["id"]] = round(tr.agreement, 4)
+            if tr.agreement < MIN_AGREEMENT:
+                dropped += 1
+                continue
+            audio, sr = sf.read(str(Path(data_dir) / rec["wav"]), dtype="float32")
+            codes = codec.encode(resample(audio, sr, codec.sample_rate))
+            durations = to_frames(tr.samples, al["sample_rate"], codec.sample_rate / codec.hop_length, codes.shape[1])
+            done[rec["id"]] = Example(rec["id"], tokenizer.ids_of(units), codes.to(torch.int16), durations, rec["split"])
+            if len(done) % 500 == 0:  # a checkpoint: an interrupted preparation resumes here
+                save_atomic({"examples": [asdict(e) for e in done.values()], "codec": key,
+                             "tokenizer": tokenizer.to_dict(), "agreement": agreement}, cache)
+                log(f"prepared {len(done)} utterances ({time.perf_counter() - t0:.0f} s)")
+        if rec["id"] in done:
+            out.append(done[rec["id"]])
+    save_atomic({"examples": [asdict(e) for e in out], "codec": key, "tokenizer": tokenizer.to_dict(),
+                 "agreement": agreement}, cache)
+    with (out_dir / "durations.jsonl").open("w") as f:
+        for e in out:
+            f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
+    values = list(agreement.values())
+    log(f"prepared {len(out)} utterances ({sum(e.codes.shape[1] for e in out)} frames) in "
+        f"{time.perf_counter() - t0:.0f} s; alignment agreement mean {sum(values) / len(values):.3f}, "
+        f"{dropped} left out below {MIN_AGREEMENT}")
+    return out
+
+
+MIN_AGREEMENT = 0.75
+
+
 @dataclass
 class LMSequence:
     """One utterance as the LM sees it in training: text prefix, input steps, targets, track."""
 
     text: torch.Tensor  # [S]
-    inputs: torch.Tensor  # [L, K]: BOS, then every target step but the last
-    targets: torch.Tensor  # [L, K]
+    inputs: torch.Tensor  # [L, G]: BOS, then every target step but the last
+    targets: torch.Tensor  # [L, G]
     track: torch.Tensor  # [L, 4]
+    frames: torch.Tensor  # [T, K]: the codes, for a coarse-first model's fine stage (T < L)
 
     def to(self, device: torch.device) -> LMSequence:
-        return LMSequence(self.text.to(device), self.inputs.to(device), self.targets.to(device), self.track.to(device))
+        return LMSequence(self.text.to(device), self.inputs.to(device), self.targets.to(device), self.track.to(device),
+                          self.frames.to(device))
 
 
-def to_sequence(ex: Example, layout: DelayLayout, track_positions: int) -> LMSequence:
+def to_sequence(ex: Example, layout: DelayLayout | CoarseFirstLayout, track_positions: int) -> LMSequence:
     targets = layout.steps_for_frames(ex.codes.long())
-    bos = torch.full((1, layout.n_codebooks), layout.bos_id)
+    bos = torch.full((1, layout.groups), layout.bos_id)
     track = torch.tensor(END_ROW).repeat(targets.shape[0], 1)
     track[: ex.codes.shape[1]] = frame_track(ex.ids, ex.durations, track_positions)
-    return LMSequence(torch.tensor(ex.ids), torch.cat([bos, targets[:-1]]), targets, track)
+    return LMSequence(torch.tensor(ex.ids), torch.cat([bos, targets[:-1]]), targets, track, ex.codes.long().T)
 
 
-def batch_logits(model: CodecLM, seqs: Sequence[LMSequence], dropout: float = 0.0) -> list[torch.Tensor]:
-    """Logits ``[L_i, K, V]`` at every step of each sequence, in one right-padded pass (causal
+@dataclass
+class Outputs:
+    logits: torch.Tensor  # [L, G, V] at every step of one sequence
+    hidden: torch.Tensor  # [L, D]: the final hidden states that produced them
+
+
+def batch_outputs(model: CodecLM, seqs: Sequence[LMSequence], dropout: float = 0.0) -> list[Outputs]:
+    """Logits and hidden states at every step of each sequence, in one right-padded pass (causal
     attention never reads the padding, so no attention mask is needed)."""
     embs = [model.embed(s.text[None], s.inputs[None], s.track[None])[0] for s in seqs]
     x = F.dropout(nn.utils.rnn.pad_sequence(embs, batch_first=True), dropout, model.training)
     h = model.backbone(inputs_embeds=x).last_hidden_state
-    K, V = model.n_codebooks, model.head_vocab
-    return [model.heads(h[i, len(s.text) : len(s.text) + len(s.inputs)]).view(-1, K, V) for i, s in enumerate(seqs)]
+    G, V = model.n_codebooks, model.head_vocab
+    rows = [h[i, len(s.text) : len(s.text) + len(s.inputs)] for i, s in enumerate(seqs)]
+    return [Outputs(model.heads(r).view(-1, G, V), r) for r in rows]
 
 
-def ce_per_codebook(logits: Sequence[torch.Tensor], seqs: Sequence[LMSequence]) -> torch.Tensor:
-    lg = torch.cat(list(logits))
+def batch_logits(model: CodecLM, seqs: Sequence[LMSequence], dropout: float = 0.0) -> list[torch.Tensor]:
+    return [o.logits for o in batch_outputs(model, seqs, dropout)]
+
+
+def fine_ce(model: CodecLM, outputs: Sequence[Outputs], seqs: Sequence[LMSequence]) -> torch.Tensor:
+    """Cross-entropy ``[K-1]`` of the fine stage on codebooks 1..K-1, teacher-forced: frame t reads
+    the hidden state that predicted its coarse code, its codes, and frame t-1's codes."""
+    h = torch.cat([o.hidden[: s.frames.shape[0]] for o, s in zip(outputs, seqs)])
+    codes = torch.cat([s.frames for s in seqs])
+    none = torch.full((1, model.config.n_codebooks), model.config.codebook_size, device=codes.device)
+    prev = torch.cat([torch.cat([none, s.frames[:-1]]) for s in seqs])
+    logits = model.fine.logits(h, codes, prev)  # [N, K-1, C]
+    return F.cross_entropy(logits.permute(0, 2, 1), codes[:, 1:], reduction="none").mean(0)
+
+
+def ce_per_codebook(outputs: Sequence[Outputs], seqs: Sequence[LMSequence], model: CodecLM) -> torch.Tensor:
+    """Cross-entropy per codebook ``[K]``; for a coarse-first model codebook 0 from the backbone
+    and 1..K-1 from the fine stage, so both layouts report the same quantity: the sum is the
+    negative log-likelihood of a frame (per step, EOS included)."""
+    lg = torch.cat([o.logits for o in outputs])
     tg = torch.cat([s.targets for s in seqs])
-    return F.cross_entropy(lg.permute(0, 2, 1), tg, reduction="none").mean(0)  # [K]
+    per_step = F.cross_entropy(lg.permute(0, 2, 1), tg, reduction="none").mean(0)  # [G]
+    if model.fine is None:
+        return per_step
+    return torch.cat([per_step, fine_ce(model, outputs, seqs)])
 
 
 def kl_per_codebook(draft: Sequence[torch.Tensor], target: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -153,16 +245,17 @@ def wrong_text(seq: LMSequence, other: LMSequence) -> LMSequence:
     """``seq``'s audio with ``other``'s text and track (cycled to length): a text-blind model
     would score it as well as the right text."""
     idx = torch.arange(seq.track.shape[0]) % other.track.shape[0]
-    return LMSequence(other.text, seq.inputs, seq.targets, other.track[idx])
+    return LMSequence(other.text, seq.inputs, seq.targets, other.track[idx], seq.frames)
 
 
 # --- configuration -------------------------------------------------------------------------------
 
 def default_target_config(codec: Codec, text_vocab: int, **kw: Any) -> CodecLMConfig:
-    """6 x 256 Llama, MusicGen delays, 16 track positions: ~7 M parameters, faster than real
-    time on 2 CPU cores with speculation off."""
+    """6 x 256 Llama, coarse-first with a fine stage (or MusicGen delays), 16 track positions:
+    ~7 M parameters, faster than real time on 2 CPU cores with speculation off."""
     base = dict(text_vocab_size=text_vocab, n_codebooks=codec.n_codebooks, codebook_size=codec.codebook_size,
-                delays=list(range(codec.n_codebooks)), track_positions=16, hidden_size=256, num_hidden_layers=6,
+                delays=list(range(codec.n_codebooks)), track_positions=16, coarse_first=True, fine_width=256,
+                hidden_size=256, num_hidden_layers=6,
                 num_attention_heads=4, num_key_value_heads=4, intermediate_size=768, max_position_embeddings=4096)
     base.update(kw)
     return CodecLMConfig(**base)
@@ -242,26 +335,42 @@ def _split(examples: Sequence[Example], layout: DelayLayout, positions: int,
 
 
 @torch.no_grad()
-def heldout_ce(model: CodecLM, heldout: Sequence[LMSequence]) -> dict[str, Any]:
-    right = ce_per_codebook(batch_logits(model, heldout), heldout)
+def heldout_ce(model: CodecLM, heldout: Sequence[LMSequence], chunk: int = 64) -> dict[str, Any]:
+    def ce(seqs: Sequence[LMSequence]) -> torch.Tensor:
+        parts = [(ce_per_codebook(batch_outputs(model, seqs[i: i + chunk]), seqs[i: i + chunk], model),
+                  sum(s.targets.shape[0] for s in seqs[i: i + chunk])) for i in range(0, len(seqs), chunk)]
+        return sum(c * n for c, n in parts) / sum(n for _, n in parts)
+
+    right = ce(heldout)
     shuffled = [wrong_text(s, heldout[(i + 1) % len(heldout)]) for i, s in enumerate(heldout)]
-    wrong = ce_per_codebook(batch_logits(model, shuffled), shuffled)
+    wrong = ce(shuffled)
     return {"ce": round(right.mean().item(), 4), "per_codebook": [round(x, 3) for x in right.tolist()],
+            "frame_nll": round(right.sum().item(), 4),
             "ce_wrong_text": round(wrong.mean().item(), 4),
             "text_gain_nats": round((wrong - right).mean().item(), 4)}
 
 
-def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path, out_dir: Path, config: LMTrainConfig = LMTrainConfig(),
-                 model_config: CodecLMConfig | None = None, log=print) -> Path:
-    """Prepare (cached), train or resume the target until the budget is spent, export ``OUT/target``."""
+def text_vocab(asr_dir: Path | None) -> int:
+    """The LM's text vocabulary: the recognizer's characters, or the phoneme units without one."""
+    if asr_dir is None:
+        from ..phonemes import PhonemeTokenizer
+
+        return PhonemeTokenizer().vocab_size
+    return load_asr(asr_dir).tokenizer.vocab_size
+
+
+def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path | None, out_dir: Path,
+                 config: LMTrainConfig = LMTrainConfig(), model_config: CodecLMConfig | None = None, log=print) -> Path:
+    """Prepare (cached), train or resume the target until the budget is spent, export ``OUT/target``.
+    ``asr_dir`` None: phoneme units with the teacher's durations (see :func:`prepare`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     codec = Codec.from_folder(codec_dir, pick_device(config.device))
-    examples = prepare(Path(data_dir), codec, Path(asr_dir), out_dir, log)
+    examples = prepare(Path(data_dir), codec, asr_dir and Path(asr_dir), out_dir, log)
     if (out_dir / "checkpoint.pt").is_file():
         model_config = CodecLMConfig.from_dict(torch.load(out_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["model_config"])
     elif model_config is None:
-        model_config = default_target_config(codec, load_asr(asr_dir).tokenizer.vocab_size)
+        model_config = default_target_config(codec, text_vocab(asr_dir))
     model = CodecLM(model_config)
     run = _Run(out_dir, model, config, "lm", log)
     train, heldout = _split(examples, model_config.layout, model_config.track_positions, run.device)
@@ -270,11 +379,13 @@ def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path, out_dir: Path, 
             f"held-out utterances ({sum(s.inputs.shape[0] for s in train)} train frames)")
 
     def loss_fn(batch: Sequence[LMSequence]) -> tuple[torch.Tensor, torch.Tensor]:
-        per_cb = ce_per_codebook(batch_logits(model, batch, config.dropout), batch)
+        per_cb = ce_per_codebook(batch_outputs(model, batch, config.dropout), batch, model)
         return per_cb.mean(), per_cb.detach()
 
     run.loop(train, loss_fn, lambda: heldout_ce(model, heldout))
-    return run.export("target", {"data": str(data_dir), "codec": str(codec_dir), "asr": str(asr_dir),
+    return run.export("target", {"data": str(data_dir), "codec": str(codec_dir),
+                                 "units": "characters (CTC forced alignment)" if asr_dir else "phonemes (gruut; Piper's alignment)",
+                                 "asr": asr_dir and str(asr_dir),
                                  "heldout_metrics": heldout_ce(model, heldout)})
 
 
@@ -341,7 +452,10 @@ def _train_config(args: argparse.Namespace) -> LMTrainConfig:
 def add_lm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
     p.add_argument("--codec", required=True, help="codec folder whose codes the LM speaks")
-    p.add_argument("--asr", required=True, help="CTC recognizer folder for forced alignment (`voicespec train asr`)")
+    p.add_argument("--asr", help="character units: CTC recognizer folder for forced alignment (`voicespec train asr`); "
+                                 "default: phoneme units, durations from the teacher's own alignment")
+    p.add_argument("--layout", choices=("coarse", "delay"), default="coarse",
+                   help="coarse: the LM predicts codebook 0, a fine stage the rest (default); delay: MusicGen delays")
     p.add_argument("--out", required=True, help="run folder: prepared data, checkpoint, metrics, OUT/target")
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--hidden", type=int, default=256)
@@ -350,9 +464,11 @@ def add_lm_args(p: argparse.ArgumentParser) -> None:
 
 def run_lm(args: argparse.Namespace) -> int:
     codec = Codec.from_folder(args.codec)
-    model_config = default_target_config(codec, load_asr(args.asr).tokenizer.vocab_size, num_hidden_layers=args.layers,
-                                         hidden_size=args.hidden, intermediate_size=3 * args.hidden)
-    folder = train_target(Path(args.data), Path(args.codec), Path(args.asr), Path(args.out), _train_config(args), model_config)
+    asr = args.asr and Path(args.asr)
+    model_config = default_target_config(codec, text_vocab(asr), num_hidden_layers=args.layers,
+                                         hidden_size=args.hidden, intermediate_size=3 * args.hidden,
+                                         coarse_first=args.layout == "coarse", fine_width=args.hidden)
+    folder = train_target(Path(args.data), Path(args.codec), asr, Path(args.out), _train_config(args), model_config)
     print(f"exported {folder}")
     return 0
 

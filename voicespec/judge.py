@@ -1,0 +1,98 @@
+"""An independent judge of intelligibility: PocketSphinx's bundled en-us models (BSD-2).
+
+No one here trained it and it has never heard our teacher, so its word error rate on our speech
+is a fair measure of whether a stranger would understand it (our own CTC recognizer, trained on
+the teacher, is a kinder judge). Install with the ``eval`` extra (``pip install pocketsphinx``);
+the acoustic model, language model and dictionary ship inside the wheel, so nothing downloads.
+
+Scoring conventions, fixed here: both sides are lower-cased, punctuation removed, and a few
+spellings that the recognizer's dictionary writes differently are mapped to ours ("mr" ->
+"mister", "o" -> "oh", "ok" -> "okay"); WER and CER are corpus-level (total edits over total
+reference words or characters), not means of per-sentence rates.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+JUDGE_RATE = 16000  # the bundled acoustic model's rate
+SPELLINGS = {"mr": "mister", "mrs": "missus", "ms": "miz", "dr": "doctor", "o": "oh", "ok": "okay", "st": "saint"}
+
+
+def canonical_words(text: str) -> list[str]:
+    """Lower-case words without punctuation, with the recognizer's spellings mapped to ours."""
+    words = re.findall(r"[a-z0-9]+(?:'[a-z]+)*", text.lower().replace("-", " "))
+    return [SPELLINGS.get(w, w) for w in words]
+
+
+def edit_distance(a: Sequence, b: Sequence) -> int:
+    """Levenshtein distance (substitutions, insertions, deletions all cost 1)."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+@dataclass(frozen=True)
+class Scores:
+    wer: float
+    cer: float
+    words: int
+    items: list[dict]  # per sentence: reference, hypothesis, word errors
+
+
+def score(pairs: Iterable[tuple[str, str]]) -> Scores:
+    """Corpus WER/CER of (reference, hypothesis) pairs."""
+    w_err = w_n = c_err = c_n = 0
+    items = []
+    for ref, hyp in pairs:
+        r, h = canonical_words(ref), canonical_words(hyp)
+        we = edit_distance(r, h)
+        w_err, w_n = w_err + we, w_n + len(r)
+        rc, hc = " ".join(r), " ".join(h)
+        c_err, c_n = c_err + edit_distance(rc, hc), c_n + len(rc)
+        items.append({"ref": " ".join(r), "hyp": " ".join(h), "word_errors": we})
+    return Scores(w_err / max(w_n, 1), c_err / max(c_n, 1), w_n, items)
+
+
+class PocketSphinxJudge:
+    """Transcribes mono PCM with PocketSphinx's default en-us acoustic and language models."""
+
+    def __init__(self) -> None:
+        try:
+            from pocketsphinx import Decoder
+        except ImportError as e:
+            raise ImportError("the independent judge needs PocketSphinx: pip install -e '.[eval]'") from e
+        self._decoder = Decoder(samprate=JUDGE_RATE, loglevel="FATAL")
+
+    def transcribe(self, pcm: torch.Tensor | np.ndarray, sample_rate: int) -> str:
+        x = torch.as_tensor(pcm, dtype=torch.float32).reshape(-1)
+        if sample_rate != JUDGE_RATE:
+            import torchaudio.functional as AF
+
+            x = AF.resample(x, sample_rate, JUDGE_RATE)
+        raw = (x.clamp(-1, 1) * 32767).to(torch.int16).numpy().tobytes()
+        d = self._decoder
+        d.start_utt()
+        d.process_raw(raw, full_utt=True)
+        d.end_utt()
+        hyp = d.hyp()
+        return hyp.hypstr if hyp is not None else ""
+
+    def judge(self, items: Iterable[tuple[str, torch.Tensor, int]]) -> Scores:
+        """Scores of (reference text, audio, rate) items."""
+        return score((text, self.transcribe(pcm, rate)) for text, pcm, rate in items)
+
+
+@lru_cache(maxsize=1)
+def default_judge() -> PocketSphinxJudge:
+    return PocketSphinxJudge()

@@ -1,0 +1,140 @@
+"""Phonemes as the model's units: normalized words to IPA phonemes with ``gruut`` (MIT, offline).
+
+Our normalizer (:mod:`voicespec.text`) stays the one place that decides *which words* are spoken
+("$3.50" -> "three dollars and fifty cents"); gruut only decides *how a word sounds*: its lexicon
+(CMUdict-derived) for known words and its neural G2P for any other ("Okafor" -> ˈoʊ k ə f ɚ), so
+a phoneme voice can say words it never heard. Nothing GPL is involved (no espeak-ng).
+
+Units: one per phoneme, with stress kept on the vowel that carries it (``ˈæ``, ``ˌoʊ``, ``æ`` are
+three units: stress is how English marks emphasis), a word boundary ``" "`` between words, and
+punctuation kept as breaks: ``,`` (also for ``;`` ``:`` ``-``), ``.``, ``?``, ``!`` — the last two
+change intonation. Id 0 is padding, as for the character tokenizer.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+WORD = " "
+BREAKS = {",": ",", ";": ",", ":": ",", "-": ",", ".": ".", "?": "?", "!": "!"}
+STRESS = ("ˈ", "ˌ")
+LANG = "en-us"
+
+
+@lru_cache(maxsize=1)
+def gruut_phonemes() -> tuple[str, ...]:
+    """gruut-ipa's en-us inventory (vowels, diphthongs, consonants), without stress."""
+    from gruut_ipa import Phonemes
+
+    return tuple(p.text for p in Phonemes.from_language(LANG))
+
+
+def default_units() -> tuple[str, ...]:
+    """Breaks, the word boundary, every phoneme, and each vowel with primary/secondary stress."""
+    from gruut_ipa import Phonemes
+
+    phonemes = list(Phonemes.from_language(LANG))
+    vowels = [p.text for p in phonemes if p.vowel is not None or p.dipthong is not None or p.schwa is not None]
+    stressed = [s + v for v in vowels for s in STRESS]
+    return (WORD, *dict.fromkeys(BREAKS.values()), *(p.text for p in phonemes), *stressed)
+
+
+def _plain(unit: str) -> str:
+    """``unit`` without stress or combining marks (the fallback for a rarer gruut symbol)."""
+    u = "".join(c for c in unicodedata.normalize("NFD", unit) if c not in STRESS and not unicodedata.combining(c))
+    return u.replace("ɝ", "ɚ").replace("ᵻ", "ɪ").replace("ɾ", "t").replace("ɐ", "ə")
+
+
+@lru_cache(maxsize=4096)
+def _word_phonemes(word: str) -> tuple[str, ...]:
+    from gruut import sentences
+
+    out: list[str] = []
+    for sentence in sentences(word, lang=LANG, punctuations=False, major_breaks=False, minor_breaks=False):
+        for w in sentence:
+            if w.phonemes and not w.is_break:
+                out += w.phonemes
+    return tuple(out)
+
+
+def phonemize(text: str) -> list[str]:
+    """Normalized text to units: phonemes per word, ``" "`` between words, punctuation breaks.
+
+    Words are phonemized one at a time and cached (gruut's part-of-speech tagger, which picks
+    between "read" /ɹid/ and /ɹɛd/, needs the sentence: we accept the lexicon's first reading for
+    a cache that makes a repeated word cost nothing).
+    """
+    import re
+
+    units: list[str] = []
+    text = re.sub(r"(?<=\w)-(?=\w)", " ", text)  # "twenty-second": two words, no pause
+    for token in re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)*|[,;:.?!-]", text):
+        if token in BREAKS:
+            if units and units[-1] == WORD:
+                units.pop()
+            if units and units[-1] not in BREAKS.values():
+                units.append(BREAKS[token])
+            continue
+        phonemes = _word_phonemes(token.lower())
+        if not phonemes:
+            continue
+        if units and units[-1] != WORD:
+            units.append(WORD)
+        units += phonemes
+        units.append(WORD)
+    while units and units[-1] == WORD:
+        units.pop()
+    return units
+
+
+@dataclass(frozen=True)
+class PhonemeTokenizer:
+    """Normalized text to phoneme-unit ids ``1..len(units)`` (0 is padding)."""
+
+    units: tuple[str, ...] = field(default_factory=default_units)
+    kind: str = field(default="phonemes", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "units", tuple(self.units))
+        if len(set(self.units)) != len(self.units) or WORD not in self.units:
+            raise ValueError("phoneme units must be distinct and include the word boundary ' '")
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.units) + 1
+
+    @property
+    def _index(self) -> dict[str, int]:
+        return _index_of(self.units)
+
+    def ids_of(self, units: list[str]) -> list[int]:
+        """Unit strings to ids; a symbol outside the inventory falls back to its plain form
+        (stress and diacritics removed) and is dropped if even that is unknown."""
+        index, out = self._index, []
+        for u in units:
+            i = index.get(u) or index.get(_plain(u)) or index.get(_plain(u)[:1])
+            if i is not None:
+                out.append(i)
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        return self.ids_of(phonemize(text))
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.units[i - 1] for i in ids if 0 < i <= len(self.units))
+
+    def is_speakable(self, ids: list[int]) -> bool:
+        """Whether the ids hold at least one phoneme (not only breaks and boundaries)."""
+        silent = {WORD, *BREAKS.values()}
+        return any(0 < i <= len(self.units) and self.units[i - 1] not in silent for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "units": list(self.units), "lang": LANG}
+
+
+@lru_cache(maxsize=8)
+def _index_of(units: tuple[str, ...]) -> dict[str, int]:
+    return {u: i + 1 for i, u in enumerate(units)}
