@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -136,3 +137,90 @@ def test_gpu_runs_export_models_that_load_on_the_cpu(tmp_path):
     for f in (folder, draft):
         model = CodecLM.from_pretrained(str(f))
         assert "CUDA" in model.config.voicespec_info["hardware"] and model.device.type == "cpu"
+
+
+def _phoneme_corpus(folder, sr=24000):
+    """A corpus whose manifest carries teacher alignments, as `voicespec train data` writes them:
+    Piper-style symbols (here: our own phonemes' characters) with samples at 22.05 kHz."""
+    import math
+
+    import soundfile as sf
+
+    from voicespec.phonemes import phonemize
+
+    texts = ["a cat.", "the dog!", "hello there.", "no way?", "a red hat.", "we sat."]
+    (folder / "wav").mkdir(parents=True)
+    lines = []
+    for i, text in enumerate(texts):
+        n = int(sr * (0.6 + 0.1 * i))
+        t = torch.arange(n) / sr
+        x = 0.3 * torch.sin(2 * math.pi * (120 + 40 * i) * t)
+        sf.write(str(folder / "wav" / f"u{i}.wav"), x.numpy(), sr)
+        symbols = ["^", *"".join(phonemize(text)), "$"]
+        total = round(n * 22050 / sr)
+        samples = [total // len(symbols)] * len(symbols)
+        samples[-1] += total - sum(samples)
+        lines.append(json.dumps({"id": f"u{i}", "text": text, "split": "heldout" if i == 0 else "train",
+                                 "wav": f"wav/u{i}.wav", "seconds": n / sr, "samples": n, "sample_rate": sr,
+                                 "alignment": {"sample_rate": 22050, "phonemes": symbols, "samples": samples}}))
+    (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
+    """No recognizer: phoneme units, teacher durations, a coarse-first target, its draft, a
+    duration predictor over phonemes, shipped as a voice that speaks unseen words."""
+    from voicespec.phonemes import PhonemeTokenizer
+
+    _phoneme_corpus(tmp_path / "data")
+    codec = Codec.random(TINY_CODEC, seed=0)
+    codec.save(tmp_path / "codec")
+    tok = PhonemeTokenizer()
+    model_config = default_target_config(codec, tok.vocab_size, hidden_size=32, num_hidden_layers=2, fine_width=32,
+                                         num_attention_heads=2, num_key_value_heads=2, intermediate_size=64)
+    config = LMTrainConfig(minutes=5.0, max_steps=4, batch_steps=200, warmup_steps=2, eval_every_steps=2,
+                           log_every_steps=1)
+    run = tmp_path / "run"
+    folder = train_target(tmp_path / "data", tmp_path / "codec", None, run, config, model_config, **QUIET)
+    prepared = torch.load(run / "prepared.pt", weights_only=False)
+    assert prepared["tokenizer"] == tok.to_dict() and min(prepared["agreement"].values()) == 1.0
+    for ex in prepared["examples"]:
+        assert sum(ex["durations"]) == ex["codes"].shape[1] and tok.is_speakable(ex["ids"])
+    target = load_step_lm(str(folder))
+    info = target.model.config.voicespec_info
+    assert target.layout.kind == "coarse" and info["units"].startswith("phonemes") and info["asr"] is None
+    metrics = info["heldout_metrics"]
+    assert len(metrics["per_codebook"]) == codec.n_codebooks
+    assert abs(metrics["frame_nll"] - sum(metrics["per_codebook"])) < 1e-2
+
+    draft_folder = train_draft(run, folder, tmp_path / "draft", 1, config, **QUIET)
+    assert len(CodecLM.from_pretrained(str(draft_folder)).config.voicespec_info["heldout_metrics"]
+               ["acceptance_per_codebook"]) == 1  # one token per step
+    train_items, heldout_items = read_items(run / "durations.jsonl")
+    from voicespec.duration import DurationConfig
+
+    duration = train_duration(train_items, heldout_items, tmp_path / "dur", DurationTrainConfig(max_steps=2),
+                              DurationConfig(units=tok.vocab_size - 1), **QUIET)
+    dest = tmp_path / "voice"
+    codec.save(dest / "codec")
+    CtcAsr(AsrConfig(sample_rate=codec.sample_rate, hop_length=codec.hop_length, n_fft=2 * codec.hop_length,
+                     conv_channels=8, conv_layers=1, hidden=8, layers=1)).save(tmp_path / "asr")
+    commands = {k: f"voicespec train {k} ..." for k in ("lm", "draft", "duration", "asr")}
+    ship_voice(folder, draft_folder, duration, tmp_path / "asr", dest, commands, {"temperature": 0.8}, {}, {})
+    assert "coarse-first" in (dest / "target" / "MODEL_CARD.md").read_text()
+    assert "Piper's alignment" in (dest / "duration" / "MODEL_CARD.md").read_text()
+    voice = Voice.load(dest)
+    assert voice.tokenizer.kind == "phonemes"
+    synth = Synthesizer(voice)
+    pcm, stats = synth.synthesize("Okafor saw a lighthouse.")
+    assert pcm.numel() == stats.frames * codec.hop_length > 0
+    greedy = DecodeConfig(SamplingConfig(temperature=0), gamma=0)
+    from voicespec.synthesis import SynthesisOptions
+
+    def frames(options: SynthesisOptions) -> torch.Tensor:
+        stream = synth.stream("a cat.", options)
+        list(stream)
+        return torch.cat(stream.frames, 1)
+
+    plain = frames(SynthesisOptions(greedy, drafter="none"))
+    assert plain.shape[0] == codec.n_codebooks and plain.shape[1] > 0
+    assert torch.equal(frames(SynthesisOptions(replace(greedy, gamma=3), drafter="distilled")), plain)

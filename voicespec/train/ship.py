@@ -10,6 +10,7 @@ from typing import Any
 
 from ..codec_lm import CodecLM
 from ..duration import load_duration
+from ..phonemes import PhonemeTokenizer
 from ..text import CharTokenizer
 from ..voice import DEFAULT_VOICE, Voice, VoiceConfig
 from .asr import load_asr
@@ -69,14 +70,20 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
     lm = CodecLM.from_pretrained(str(target))
     lm.save_pretrained(dest / "target", max_shard_size=SHARD)
     c = lm.config
+    phonemes = getattr(c, INFO_KEY, {}).get("units", "").startswith("phonemes")
+    unit = "phoneme" if phonemes else "character"
+    layout = (f"in the coarse-first layout: the backbone reads and predicts codebook 0 (one token per 20 ms frame) and "
+              f"a fine stage (an MLP per codebook, width {c.fine_width}) adds codebooks 1..{c.n_codebooks - 1} of each "
+              "verified frame from the backbone's hidden state, the frame's coarse code and the previous frame"
+              if c.coarse_first else f"in the delay layout (delays {c.delays}: one step per 20 ms frame)")
     (dest / "target" / "MODEL_CARD.md").write_text(_lm_card(
         lm, "voicespec-tiny target (codec LM)",
         f"A {lm.num_parameters() / 1e6:.1f} M-parameter Llama backbone ({c.num_hidden_layers} layers x {c.hidden_size}) "
-        f"that speaks the codec's {c.n_codebooks} x {c.codebook_size} codes in the delay layout (delays {c.delays}: one "
-        "step per 20 ms frame). Each step is conditioned on the text as a prefix and on a frame-aligned character "
-        f"track ({c.track_positions} position buckets) from the duration predictor; the utterance ends exactly where "
-        "the track does. `ce_wrong_text` is the held-out loss with another sentence's text: the gap to `ce` is what "
-        "the text is worth to the model.", commands["lm"]))
+        f"that speaks the codec's {c.n_codebooks} x {c.codebook_size} codes {layout}. Each step is conditioned on the "
+        f"text ({unit}s) as a prefix and on a frame-aligned {unit} track ({c.track_positions} position buckets) from "
+        "the duration predictor; the utterance ends exactly where the track does. `ce_wrong_text` is the held-out loss "
+        "with another sentence's text: the gap to `ce` is what the text is worth to the model; `frame_nll` (nats per "
+        "frame, all codebooks) compares layouts.", commands["lm"]))
     dm = CodecLM.from_pretrained(str(draft))
     dm.save_pretrained(dest / "drafters" / DRAFT_NAME, max_shard_size=SHARD)
     (dest / "drafters" / DRAFT_NAME / "MODEL_CARD.md").write_text(_lm_card(
@@ -85,15 +92,19 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
         "on the target's full output distributions (KL(p || q)). `acceptance_per_codebook` is 1 - TV(p, q) on "
         "held-out teacher-forced steps: the per-token acceptance speculative sampling gets at temperature 1.",
         commands["draft"]))
-    _ship_part(load_duration(duration), dest / "duration", "voicespec-tiny duration predictor",
-               "Characters → frames (50 Hz) per character; trained on CTC forced alignments of the teacher corpus made "
-               "with the shipped recognizer. At run time it is the only source of timing: no phonemizer, nothing GPL.",
+    timing = ("Phonemes → frames (50 Hz) per phoneme; trained on the teacher's own per-symbol durations (Piper's "
+              "alignment) transferred onto gruut's phonemes (voicespec.train.phone_align). At run time it is the only "
+              "source of timing; the phonemizer is gruut (MIT), nothing GPL." if phonemes else
+              "Characters → frames (50 Hz) per character; trained on CTC forced alignments of the teacher corpus made "
+              "with the shipped recognizer. At run time it is the only source of timing: no phonemizer, nothing GPL.")
+    _ship_part(load_duration(duration), dest / "duration", "voicespec-tiny duration predictor", timing,
                commands["duration"])
     _ship_part(load_asr(asr), dest / "asr", "voicespec-tiny CTC recognizer",
                "A small character CTC recognizer (log-mel → convs → BiGRU), trained on the teacher corpus. Used for "
                "forced alignment (training durations) and for character error rates in `voicespec evaluate`. Not a "
                "general ASR: it has only heard one synthetic voice.", commands["asr"])
-    config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=CharTokenizer().to_dict(), sampling=sampling, ngram=ngram,
+    tokenizer = PhonemeTokenizer() if phonemes else CharTokenizer()
+    config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=tokenizer.to_dict(), sampling=sampling, ngram=ngram,
                          default_drafter=default_drafter, duration="duration", info=info,
                          codec_chunk_frames=codec_chunk_frames)
     Voice.write_config(dest, config)

@@ -1,0 +1,43 @@
+"""The phoneme front end (gruut, offline): unknown words, numbers, punctuation, the tokenizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from voicespec.phonemes import WORD, PhonemeTokenizer, default_units, phonemize
+from voicespec.text import FrontEnd, TextError, tokenizer_from_dict
+
+
+def test_known_and_unknown_words_get_phonemes_with_stress():
+    assert phonemize("the cat") == ["ð", "ə", WORD, "k", "ˈæ", "t"]
+    okafor = phonemize("okafor")  # not in the lexicon: gruut's G2P spells it out
+    assert okafor and all(u in default_units() for u in okafor) and any(u.startswith("ˈ") for u in okafor)
+    assert phonemize("lighthouse") == ["l", "ˈaɪ", "t", "h", "ˌaʊ", "s"]
+
+
+def test_punctuation_becomes_breaks_and_hyphens_join_words():
+    units = phonemize('"okay," he said; fine - really? yes!')
+    assert units.count(",") == 3 and units[-1] == "!" and "?" in units and '"' not in units
+    assert WORD not in (units[0], units[-1]) and f"{WORD}{WORD}" not in "".join(units)
+    assert phonemize("twenty-one") == phonemize("twenty one")
+
+
+def test_front_end_normalizes_numbers_before_phonemizing():
+    fe = FrontEnd(PhonemeTokenizer())
+    (text, ids), = fe.sentences("Dr. Okafor paid $3.50.")
+    assert text == "doctor okafor paid three dollars and fifty cents."
+    assert fe.tokenizer.decode(ids).startswith("dˈɑktɚ") and ids[-1] == fe.tokenizer.units.index(".") + 1
+    with pytest.raises(TextError, match="nothing this voice can speak"):
+        fe.sentences("日本語のテキスト")
+
+
+def test_tokenizer_round_trips_its_config_and_falls_back_on_rare_symbols():
+    tok = PhonemeTokenizer()
+    back = tokenizer_from_dict(tok.to_dict())
+    assert back == tok and back.vocab_size == len(default_units()) + 1
+    assert tok.ids_of(["ɝ", "ᵻ", "ˈɝ", "ʘ"]) == tok.ids_of(["ɚ", "ɪ", "ɚ"])  # unknown click dropped
+    assert tok.is_speakable(tok.encode("hi")) and not tok.is_speakable(tok.ids_of([",", WORD]))
+    with pytest.raises(ValueError, match="not supported"):
+        tokenizer_from_dict({"kind": "phonemes", "lang": "de"})
+    with pytest.raises(ValueError, match="distinct"):
+        PhonemeTokenizer(("a", "a", WORD))
