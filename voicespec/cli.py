@@ -293,7 +293,8 @@ def build_parser() -> Parser:
     _lazy_args(p, "voicespec.bench.cli", "add_bench_args", "run_bench")
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
-    p.add_argument("--layout", choices=["flat", "delay", "aligned"], default="delay")
+    p.add_argument("--layout", choices=["flat", "delay", "aligned", "coarse"], default="delay",
+                   help="coarse: coarse-first with a fine stage, aligned, phonemes (as the default voice); default delay")
     p.add_argument("--out", required=True, help="voice folder to write")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_tiny)

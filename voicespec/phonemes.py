@@ -13,6 +13,7 @@ change intonation. Id 0 is padding, as for the character tokenizer.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,6 +23,7 @@ WORD = " "
 BREAKS = {",": ",", ";": ",", ":": ",", "-": ",", ".": ".", "?": "?", "!": "!"}
 STRESS = ("ˈ", "ˌ")
 LANG = "en-us"
+PHONEMIZER_VERSION = 2  # bump when phonemize() would give other units for the same text
 
 
 @lru_cache(maxsize=1)
@@ -48,43 +50,31 @@ def _plain(unit: str) -> str:
     return u.replace("ɝ", "ɚ").replace("ᵻ", "ɪ").replace("ɾ", "t").replace("ɐ", "ə")
 
 
-@lru_cache(maxsize=4096)
-def _word_phonemes(word: str) -> tuple[str, ...]:
-    from gruut import sentences
-
-    out: list[str] = []
-    for sentence in sentences(word, lang=LANG, punctuations=False, major_breaks=False, minor_breaks=False):
-        for w in sentence:
-            if w.phonemes and not w.is_break:
-                out += w.phonemes
-    return tuple(out)
-
-
 def phonemize(text: str) -> list[str]:
     """Normalized text to units: phonemes per word, ``" "`` between words, punctuation breaks.
 
-    Words are phonemized one at a time and cached (gruut's part-of-speech tagger, which picks
-    between "read" /ɹid/ and /ɹɛd/, needs the sentence: we accept the lexicon's first reading for
-    a cache that makes a repeated word cost nothing).
+    One gruut pass over the whole sentence, so its part-of-speech tagger picks between readings
+    ("excuse" /z/ as a verb, /s/ as a noun) and the per-sentence cost is paid once (~1 ms a word).
     """
-    import re
+    from gruut import sentences
 
     units: list[str] = []
     text = re.sub(r"(?<=\w)-(?=\w)", " ", text)  # "twenty-second": two words, no pause
-    for token in re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)*|[,;:.?!-]", text):
-        if token in BREAKS:
-            if units and units[-1] == WORD:
-                units.pop()
-            if units and units[-1] not in BREAKS.values():
-                units.append(BREAKS[token])
-            continue
-        phonemes = _word_phonemes(token.lower())
-        if not phonemes:
-            continue
-        if units and units[-1] != WORD:
+    text = re.sub(r"\s+-+\s+", ", ", text)  # a dash between words is a pause
+    for sentence in sentences(text, lang=LANG):
+        for word in sentence:
+            if word.is_break or word.is_punctuation or not word.phonemes:
+                mark = BREAKS.get(word.text.strip())
+                if mark is not None:
+                    if units and units[-1] == WORD:
+                        units.pop()
+                    if units and units[-1] not in BREAKS.values():
+                        units.append(mark)
+                continue
+            if units and units[-1] != WORD:
+                units.append(WORD)
+            units += word.phonemes
             units.append(WORD)
-        units += phonemes
-        units.append(WORD)
     while units and units[-1] == WORD:
         units.pop()
     return units

@@ -58,6 +58,7 @@ class Voice:
         self.duration = duration
         self.tokenizer = tokenizer_from_dict(config.tokenizer)
         self.frontend = FrontEnd(self.tokenizer)
+        self.tokenizer.encode("hello")  # load the phonemizer's lexicon now, not on the first request
         self._drafters: dict[str, Drafter] = {}
         layout = target.layout
         if layout.n_codebooks != codec.n_codebooks or layout.codebook_size != codec.codebook_size:

@@ -108,18 +108,22 @@ def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> 
     left out (and counted)."""
     import soundfile as sf
 
-    from ..phonemes import PhonemeTokenizer, phonemize
+    from ..phonemes import PHONEMIZER_VERSION, PhonemeTokenizer, phonemize
     from .data import read_manifest, resample
     from .phone_align import to_frames, transfer
 
     cache = out_dir / "prepared.pt"
     tokenizer = PhonemeTokenizer()
-    key, done, agreement = codec_key(codec), {}, {}
+    key, done, agreement, codes_of = codec_key(codec), {}, {}, {}
     if cache.is_file():
         cached = torch.load(cache, weights_only=False)
-        if cached.get("codec") == key and cached.get("tokenizer") == tokenizer.to_dict():
-            done = {e.id: e for e in (Example(**d) for d in cached["examples"])}
-            agreement = cached.get("agreement", {})
+        if cached.get("codec") == key:
+            examples = [Example(**d) for d in cached["examples"]]
+            if cached.get("tokenizer") == tokenizer.to_dict() and cached.get("phonemizer") == PHONEMIZER_VERSION:
+                done = {e.id: e for e in examples}
+                agreement = cached.get("agreement", {})
+            else:  # other units: keep the codes, redo the (cheap) phonemes and durations
+                codes_of = {e.id: e.codes for e in examples}
     entries, _ = read_manifest(Path(data_dir) / "manifest.jsonl")
     if not entries:
         raise FileNotFoundError(f"{data_dir}: no utterances in manifest.jsonl (make them with `voicespec train data`)")
@@ -135,18 +139,21 @@ def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> 
             if tr.agreement < MIN_AGREEMENT:
                 dropped += 1
                 continue
-            audio, sr = sf.read(str(Path(data_dir) / rec["wav"]), dtype="float32")
-            codes = codec.encode(resample(audio, sr, codec.sample_rate))
+            codes = codes_of.get(rec["id"])
+            if codes is None:
+                audio, sr = sf.read(str(Path(data_dir) / rec["wav"]), dtype="float32")
+                codes = codec.encode(resample(audio, sr, codec.sample_rate))
             durations = to_frames(tr.samples, al["sample_rate"], codec.sample_rate / codec.hop_length, codes.shape[1])
             done[rec["id"]] = Example(rec["id"], tokenizer.ids_of(units), codes.to(torch.int16), durations, rec["split"])
             if len(done) % 500 == 0:  # a checkpoint: an interrupted preparation resumes here
                 save_atomic({"examples": [asdict(e) for e in done.values()], "codec": key,
-                             "tokenizer": tokenizer.to_dict(), "agreement": agreement}, cache)
+                             "tokenizer": tokenizer.to_dict(), "phonemizer": PHONEMIZER_VERSION,
+                             "agreement": agreement}, cache)
                 log(f"prepared {len(done)} utterances ({time.perf_counter() - t0:.0f} s)")
         if rec["id"] in done:
             out.append(done[rec["id"]])
     save_atomic({"examples": [asdict(e) for e in out], "codec": key, "tokenizer": tokenizer.to_dict(),
-                 "agreement": agreement}, cache)
+                 "phonemizer": PHONEMIZER_VERSION, "agreement": agreement}, cache)
     with (out_dir / "durations.jsonl").open("w") as f:
         for e in out:
             f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
