@@ -16,7 +16,10 @@ def test_identical_strings_transfer_every_sample_to_its_unit():
 
 def test_marks_merge_and_variants_align():
     chars, counts, lead, tail = teacher_chars(["^", "ˈ", "ɑ", "ː", "ɾ", "ɚ", "$"], [1, 2, 3, 4, 5, 6, 7])
-    assert chars == ["ɑ", "ɾ", "ɚ"] and counts == [2 + 3 + 4, 5, 6] and (lead, tail) == (1, 7)
+    assert chars == ["ɑ", "ɾ", "ɚ"] and counts == [2 + 3 + 4, 5, 6 + 7] and (lead, tail) == (1, 0)
+    # two sentences: the pause at the first one's end stays with its last symbol, not the text's
+    chars, counts, _, _ = teacher_chars(["^", "a", ".", "$", "^", "b", "$"], [1, 2, 3, 40, 50, 6, 7])
+    assert chars == ["a", ".", "b"] and counts == [2, 3 + 40 + 50, 6 + 7]
     tr = transfer(["ˈɑ", "t", "ɚ"], ["ˈ", "ɑ", "ː", "ɾ", "ɚ"], [2, 3, 4, 5, 6])  # espeak flap vs gruut t
     assert tr.samples == [9, 5, 6] and tr.agreement == 2 / 3
 

@@ -377,8 +377,11 @@ def test_frontend_respects_sentence_limit():
 
 @pytest.mark.parametrize("text", ["!!! ...", "😀😀 🎉", "... ?! ;", "\u2014 \u2026"])
 def test_frontend_nothing_speakable(text):
-    with pytest.raises(TextError, match="nothing speakable"):
-        FrontEnd().sentences(text)
+    from voicespec.phonemes import PhonemeTokenizer
+
+    for tokenizer in (CharTokenizer(), PhonemeTokenizer()):
+        with pytest.raises(TextError, match="nothing this voice can speak"):
+            FrontEnd(tokenizer).sentences(text)
 
 
 def test_frontend_emoji_among_words_is_fine():

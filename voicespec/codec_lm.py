@@ -58,6 +58,8 @@ class CodecLMConfig(PretrainedConfig):
         self.track_positions = track_positions
         self.coarse_first = coarse_first
         self.fine_width = fine_width
+        if coarse_first and n_codebooks < 2:
+            raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
         self.num_attention_heads = num_attention_heads

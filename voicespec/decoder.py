@@ -87,7 +87,10 @@ class Generation:
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
         # The fine stage draws from its own stream, so its codes depend only on the verified coarse
         # codes, not on how many draws verification made (same frames with speculation on or off).
-        self.fine_generator = torch.Generator().manual_seed(config.seed + 1) if config.seed is not None else None
+        # Its seed is a multiplicative hash of the seed: torch's CPU generator keeps only the low 32
+        # bits, and neighbouring sentences count up from a base seed, so no plain offset is safe.
+        self.fine_generator = None if config.seed is None else \
+            torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
         self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
         self.stats = DecodeStats()
         self.assembler = FrameAssembler(layout)

@@ -23,7 +23,7 @@ WORD = " "
 BREAKS = {",": ",", ";": ",", ":": ",", "-": ",", ".": ".", "?": "?", "!": "!"}
 STRESS = ("ˈ", "ˌ")
 LANG = "en-us"
-PHONEMIZER_VERSION = 2  # bump when phonemize() would give other units for the same text
+PHONEMIZER_VERSION = 3  # bump when phonemize() would give other units for the same text
 
 
 @lru_cache(maxsize=1)

@@ -382,7 +382,8 @@ class _Session:
         if ctx.job is None:
             self._forget(ctx)
             self.server.metrics.finished("error")
-            self.error(P.BAD_TEXT, "the context's text has nothing speakable (no letters or digits)", cid, ended=True)
+            self.error(P.BAD_TEXT, "the context's text has nothing this voice can speak (no English letters or digits)",
+                       cid, ended=True)
             return
         ctx.job.stream.close()
         self._bump(ctx)

@@ -34,8 +34,9 @@ class Case:
 
 @dataclass
 class Run:
-    """One decode: the generated steps ``[n, G]`` and what it cost. ``stats`` and ``trace`` (per
-    verify pass: steps drafted, steps accepted) exist for engine runs only."""
+    """One decode: the generated steps ``[n, G]`` (or, with a fine stage, the frames ``[K, T]``) and
+    what it cost. ``stats`` and ``trace`` (per verify pass: steps drafted, steps accepted) exist
+    for engine runs only."""
 
     tokens: torch.Tensor
     wall_s: float
@@ -87,13 +88,15 @@ class EngineMethod:
         config = DecodeConfig(sampling, gamma=self.gamma, max_steps=case.max_steps, seed=seed)
         t0 = time.perf_counter()
         gen = self.decoder.generate(case.prompt, config)
-        s, trace = gen.stats, []
+        s, trace, frames = gen.stats, [], []
         while not gen.done:
             drafted, accepted = s.drafted, s.accepted
-            gen.step()
+            frames.append(gen.step().frames)
             trace.append((s.drafted - drafted, s.accepted - accepted))
         wall = time.perf_counter() - t0
-        return Run(gen.generated.clone(), wall, s.frames, s, trace)
+        # With a fine stage the steps hold codebook 0 only: compare the whole frames.
+        tokens = torch.cat(frames, 1) if getattr(gen.layout, "fine", False) else gen.generated.clone()
+        return Run(tokens, wall, s.frames, s, trace)
 
 
 def run_interleaved(

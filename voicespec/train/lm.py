@@ -76,6 +76,8 @@ def prepare(data_dir: Path, codec: Codec, asr_dir: Path | None, out_dir: Path, l
     key, same_codec = codec_key(codec), False
     if cache.is_file():
         cached = torch.load(cache, weights_only=False)
+        if "tokenizer" in cached:
+            raise ValueError(f"{cache} holds phoneme units; use another --out for a character model")
         done = {e.id: e for e in (Example(**d) for d in cached["examples"])}
         same_codec = cached.get("codec") == key
     asr = load_asr(asr_dir)
@@ -133,7 +135,7 @@ def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> 
             al = rec.get("alignment")
             if al is None:
                 raise ValueError(f"{rec['id']}: the corpus has no teacher alignment (make it with onnx installed)")
-            units = phonemize(rec["text"])
+            units = [u for u in phonemize(rec["text"]) if tokenizer.ids_of([u])]  # one id per timed unit
             tr = transfer(units, al["phonemes"], al["samples"])
             agreement[rec["id"]] = round(tr.agreement, 4)
             if tr.agreement < MIN_AGREEMENT:
@@ -344,9 +346,14 @@ def _split(examples: Sequence[Example], layout: DelayLayout, positions: int,
 @torch.no_grad()
 def heldout_ce(model: CodecLM, heldout: Sequence[LMSequence], chunk: int = 64) -> dict[str, Any]:
     def ce(seqs: Sequence[LMSequence]) -> torch.Tensor:
-        parts = [(ce_per_codebook(batch_outputs(model, seqs[i: i + chunk]), seqs[i: i + chunk], model),
-                  sum(s.targets.shape[0] for s in seqs[i: i + chunk])) for i in range(0, len(seqs), chunk)]
-        return sum(c * n for c, n in parts) / sum(n for _, n in parts)
+        """Means over the whole set: steps weigh the backbone's codebooks, frames the fine stage's."""
+        total, weight = 0.0, 0.0
+        for i in range(0, len(seqs), chunk):
+            part = seqs[i: i + chunk]
+            w = torch.full((model.config.n_codebooks,), float(sum(s.frames.shape[0] for s in part)))
+            w[: model.n_codebooks] = sum(s.targets.shape[0] for s in part)
+            total, weight = total + ce_per_codebook(batch_outputs(model, part), part, model).cpu() * w, weight + w
+        return total / weight
 
     right = ce(heldout)
     shuffled = [wrong_text(s, heldout[(i + 1) % len(heldout)]) for i, s in enumerate(heldout)]

@@ -50,15 +50,15 @@ def _cost(a: str, b: str) -> float:
 
 
 def teacher_chars(phonemes: list[str], samples: list[int]) -> tuple[list[str], list[int], int, int]:
-    """Piper's symbols as plain characters with their samples (marks merged into neighbours), and
-    the samples of the leading and trailing edge symbols."""
+    """Piper's symbols as plain characters with their samples (marks merged into neighbours), the
+    samples before the first character, and those of stress marks left with no character after them."""
     chars: list[str] = []
     counts: list[int] = []
     lead = tail = carry = 0
     for p, n in zip(phonemes, samples):
-        if p in EDGE:
+        if p in EDGE:  # a sentence start/end inside the text: the pause belongs to the symbol before
             if chars:
-                tail += n
+                counts[-1] += n
             else:
                 lead += n
         elif p in JOIN_NEXT:
