@@ -28,6 +28,13 @@ def test_the_default_voice_is_the_shipped_one_with_every_part(voice):
     assert info["heldout_metrics"]["text_gain_nats"] > 0.1
 
 
+def test_it_reads_phonemes_and_decodes_coarse_first(voice):
+    assert voice.tokenizer.kind == "phonemes" and voice.target.layout.kind == "coarse"
+    assert voice.target.model.config.voicespec_info["units"].startswith("phonemes")
+    (_, ids), = voice.frontend.sentences("Okafor lit the lighthouse.")  # out-of-vocabulary name: G2P
+    assert voice.tokenizer.decode(ids).startswith("ˈoʊkəfɚ")
+
+
 def test_it_speaks_a_short_sentence_for_as_long_as_its_durations_say(voice):
     text = "Hello there."
     pcm, stats = Synthesizer(voice).synthesize(text)

@@ -93,13 +93,15 @@ def unseen_words() -> tuple[str, ...]:
 
 
 def unseen_word_sentences(n: int, seed: int = 0, core: frozenset[str] = frozenset()) -> list[str]:
-    """``n`` sentences of 4-7 held-out words each, common words first (short ones are likelier to
-    be everyday English); deterministic given ``seed``."""
+    """``n`` sentences of 4-7 held-out words each: two of the held-out *common* words (everyday
+    English a recognizer's language model knows) and the rest from the held-out dictionary words;
+    deterministic given ``seed``."""
     r = random.Random(seed)
-    pool = [w for w in common_words() if is_unseen(w, core)] + [w for w in unseen_words() if len(w) <= 9]
-    pool = list(dict.fromkeys(pool))
+    common = [w for w in common_words() if is_unseen(w, core)]
+    rare = [w for w in unseen_words() if len(w) <= 9 and w not in common]
     out = []
     for _ in range(n):
-        words = r.sample(pool, r.randint(4, 7))
+        words = r.sample(common, 2) + r.sample(rare, r.randint(2, 5))
+        r.shuffle(words)
         out.append(" ".join(words).capitalize() + r.choice([".", ".", "?", "!"]))
     return out
