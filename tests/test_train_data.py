@@ -192,3 +192,21 @@ def test_heldout_share_over_kinds():
     held = [s for s in corpus if split_of(s.id) == "heldout"]
     # held-out sentences are spread over kinds, not one template
     assert len(Counter(s.kind for s in held)) >= 4
+
+
+def test_vocabulary_is_broad_and_unseen_words_never_reach_training(corpus):
+    import re
+
+    from voicespec.train.corpus import core_words
+    from voicespec.train.vocab import dictionary_words, is_unseen, unseen_word_sentences
+
+    core = core_words()
+    words = Counter(w for s in corpus for w in re.findall(r"[a-z]+", s.text))
+    assert not [w for w in words if is_unseen(w, core)]  # no training sentence holds a held-out word
+    assert len(words) > 2000 and sum(w in set(dictionary_words()) for w in words) > 0.9 * len(words)
+    assert {"people", "lexicon"} <= {s.kind for s in corpus}
+    unseen = unseen_word_sentences(20, seed=0, core=core)
+    assert unseen == unseen_word_sentences(20, seed=0, core=core)  # deterministic
+    for sentence in unseen:
+        ws = re.findall(r"[a-z]+", sentence.lower())
+        assert 4 <= len(ws) <= 7 and all(is_unseen(w, core) and w not in words for w in ws)

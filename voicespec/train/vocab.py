@@ -98,7 +98,7 @@ def unseen_word_sentences(n: int, seed: int = 0, core: frozenset[str] = frozense
     deterministic given ``seed``."""
     r = random.Random(seed)
     common = [w for w in common_words() if is_unseen(w, core)]
-    rare = [w for w in unseen_words() if len(w) <= 9 and w not in common]
+    rare = [w for w in unseen_words() if len(w) <= 9 and w not in common and is_unseen(w, core)]
     out = []
     for _ in range(n):
         words = r.sample(common, 2) + r.sample(rare, r.randint(2, 5))
