@@ -40,6 +40,7 @@ class CodecLMConfig(PretrainedConfig):
         track_positions: int = 0,
         coarse_first: bool = False,
         fine_width: int = 256,
+        fine_stage: bool = True,
         hidden_size: int = 256,
         num_hidden_layers: int = 4,
         num_attention_heads: int = 4,
@@ -58,6 +59,7 @@ class CodecLMConfig(PretrainedConfig):
         self.track_positions = track_positions
         self.coarse_first = coarse_first
         self.fine_width = fine_width
+        self.fine_stage = fine_stage  # False: a coarse-first draft, which proposes codebook 0 only
         if coarse_first and n_codebooks < 2:
             raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
         self.hidden_size = hidden_size
@@ -151,7 +153,7 @@ class CodecLM(PreTrainedModel):
         self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
         self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
         self.fine = FineStage(config.hidden_size, config.n_codebooks, config.codebook_size, config.fine_width) \
-            if config.coarse_first else None
+            if config.coarse_first and config.fine_stage else None
         if config.track_positions:
             self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
             self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
@@ -160,6 +162,13 @@ class CodecLM(PreTrainedModel):
     @property
     def aligned(self) -> bool:
         return bool(self.config.track_positions)
+
+    def drop_fine_stage(self) -> CodecLM:
+        """Remove the fine stage (in place): a draft of a coarse-first target proposes coarse codes
+        only, so it need not carry (or ship) one."""
+        self.fine = None
+        self.config.fine_stage = False
+        return self
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.heads

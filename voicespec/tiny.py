@@ -87,7 +87,7 @@ def flat_draft(target: HFCausalLM, n_layers: int = 1) -> HFCausalLM:
 
 
 def codec_draft(target: CodecStepLM, n_layers: int = 1) -> CodecStepLM:
-    return CodecStepLM(truncated_copy(target.model, n_layers, "backbone.layers"))
+    return CodecStepLM(truncated_copy(target.model, n_layers, "backbone.layers").drop_fine_stage())
 
 
 TINY_CODEC = CodecConfig(

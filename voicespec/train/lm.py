@@ -404,8 +404,8 @@ def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path | None, out_dir:
 
 
 def draft_from_target(target: CodecLM, n_layers: int) -> CodecLM:
-    """The target's first ``n_layers`` with its embeddings, track, heads and final norm."""
-    return truncated_copy(target, n_layers, "backbone.layers")
+    """The target's first ``n_layers`` with its embeddings, track, heads and final norm (no fine stage)."""
+    return truncated_copy(target, n_layers, "backbone.layers").drop_fine_stage()
 
 
 def train_draft(run_dir: Path, target_dir: Path, out_dir: Path, n_layers: int = 1,
