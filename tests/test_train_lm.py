@@ -205,8 +205,13 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     CtcAsr(AsrConfig(sample_rate=codec.sample_rate, hop_length=codec.hop_length, n_fft=2 * codec.hop_length,
                      conv_channels=8, conv_layers=1, hidden=8, layers=1)).save(tmp_path / "asr")
     commands = {k: f"voicespec train {k} ..." for k in ("lm", "draft", "duration", "asr")}
-    ship_voice(folder, draft_folder, duration, tmp_path / "asr", dest, commands, {"temperature": 0.8}, {}, {})
-    assert "coarse-first" in (dest / "target" / "MODEL_CARD.md").read_text()
+    rows = {k: {"wer": 0.5, "cer": 0.25} for k in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")}
+    report = {"judge": "pocketsphinx en-us", "heldout": {"utterances": 2, **rows}, "unseen_words": {"utterances": 1, **rows}}
+    ship_voice(folder, draft_folder, duration, tmp_path / "asr", dest, commands, {"temperature": 0.8}, {}, {},
+               evaluation=report)
+    target_card = (dest / "target" / "MODEL_CARD.md").read_text()
+    assert "coarse-first" in target_card and "unseen-word sentences (1): WER / CER" in target_card
+    assert "| codec resynthesis | 0.500 / 0.250 | 0.500 / 0.250 |" in target_card
     assert "Piper's alignment" in (dest / "duration" / "MODEL_CARD.md").read_text()
     voice = Voice.load(dest)
     assert voice.tokenizer.kind == "phonemes"

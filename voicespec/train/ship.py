@@ -54,6 +54,21 @@ def _lm_card(model: CodecLM, title: str, summary: str, command: str) -> str:
     return card(title, summary, info, metrics, command)
 
 
+def judge_section(report: dict[str, Any]) -> str:
+    """The independent judge's table from a ``voicespec evaluate`` report, for the target's card."""
+    names = {"teacher": "teacher (Piper)", "resynth": "codec resynthesis", "sampled_plain": "generated, sampling",
+             "sampled_spec": "generated, sampling, speculative", "greedy_plain": "generated, greedy"}
+    sets = [(k, t) for k, t in (("heldout", "held-out sentences"), ("unseen_words", "unseen-word sentences"))
+            if k in report]
+    head = "| audio | " + " | ".join(f"{t} ({report[k]['utterances']}): WER / CER" for k, t in sets) + " |"
+    rows = [f"| {names[r]} | " + " | ".join(f"{report[k][r]['wer']:.3f} / {report[k][r]['cer']:.3f}" for k, _ in sets)
+            + " |" for r in names]
+    return (f"\n## Intelligibility, judged by a recognizer we did not train\n\n{report.get('judge', 'PocketSphinx')}; "
+            f"sampling {json.dumps(report.get('sampling', {}))}, seed {report.get('seed')}; `voicespec evaluate` "
+            "(corpus-level rates; conventions in `voicespec/judge.py`).\n\n"
+            + "\n".join([head, "| --- |" + " --- |" * len(sets), *rows]) + "\n")
+
+
 def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> None:
     """Save a part whose config records its provenance in ``extra``, with its model card."""
     model.save(folder)
@@ -64,7 +79,8 @@ def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> N
 
 def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
                sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any],
-               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1) -> Path:
+               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1,
+               evaluation: dict[str, Any] | None = None) -> Path:
     """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
     ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
     lm = CodecLM.from_pretrained(str(target))
@@ -83,7 +99,7 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
         f"text ({unit}s) as a prefix and on a frame-aligned {unit} track ({c.track_positions} position buckets) from "
         "the duration predictor; the utterance ends exactly where the track does. `ce_wrong_text` is the held-out loss "
         "with another sentence's text: the gap to `ce` is what the text is worth to the model; `frame_nll` (nats per "
-        "frame, all codebooks) compares layouts.", commands["lm"]))
+        "frame, all codebooks) compares layouts.", commands["lm"]) + (judge_section(evaluation) if evaluation else ""))
     dm = CodecLM.from_pretrained(str(draft))
     dm.save_pretrained(dest / "drafters" / DRAFT_NAME, max_shard_size=SHARD)
     (dest / "drafters" / DRAFT_NAME / "MODEL_CARD.md").write_text(_lm_card(
@@ -124,6 +140,7 @@ def add_ship_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--info", default="{}", help="JSON provenance/metrics for voice.json")
     p.add_argument("--codec-chunk-frames", type=int, default=1,
                    help="frames the codec decodes together when streaming (see `voicespec bench`)")
+    p.add_argument("--evaluation", help="a `voicespec evaluate` report: its judge table goes into the target's card")
     p.add_argument("--default-drafter", default=DRAFT_NAME,
                    help=f"the voice's default drafter: none, ngram or {DRAFT_NAME} (pick what `voicespec bench` measures fastest)")
 
@@ -131,6 +148,6 @@ def add_ship_args(p: argparse.ArgumentParser) -> None:
 def run_ship(args: argparse.Namespace) -> int:
     dest = ship_voice(Path(args.target), Path(args.draft), Path(args.duration), Path(args.asr), Path(args.dest),
                       json.loads(args.commands), json.loads(args.sampling), json.loads(args.ngram), json.loads(args.info), args.default_drafter,
-                      args.codec_chunk_frames)
+                      args.codec_chunk_frames, json.loads(Path(args.evaluation).read_text()) if args.evaluation else None)
     print(f"shipped voice {dest}")
     return 0

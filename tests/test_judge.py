@@ -1,0 +1,31 @@
+"""The independent judge: scoring conventions, and PocketSphinx on real teacher audio."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from voicespec.judge import PocketSphinxJudge, canonical_words, edit_distance, score
+
+
+def test_scoring_conventions():
+    assert canonical_words("Mr. O'Brien said: OK, o five-thirty!") == ["mister", "o'brien", "said", "okay", "oh",
+                                                                      "five", "thirty"]
+    assert edit_distance("kitten", "sitting") == 3 and edit_distance([], ["a"]) == 1
+    s = score([("the cat sat", "the cat sat"), ("a dog", "a frog ran")])
+    assert s.words == 5 and abs(s.wer - 2 / 5) < 1e-9 and s.items[1]["word_errors"] == 2
+    assert score([("", "")]).wer == 0.0
+
+
+def test_pocketsphinx_understands_the_teacher_and_not_noise():
+    pytest.importorskip("piper")
+    from voicespec.train.data import PiperTeacher
+
+    judge = PocketSphinxJudge()
+    text = "please call the doctor before noon."
+    spoken = PiperTeacher(seed=0).synthesize(text, key="judge")
+    sr = spoken.sample_rate
+    heard = judge.judge([(text, torch.from_numpy(spoken.audio), sr)])
+    assert heard.wer <= 0.4, heard.items
+    noise = 0.1 * torch.randn(sr * 2, generator=torch.Generator().manual_seed(0))
+    assert judge.judge([(text, noise, sr)]).wer >= 0.8
