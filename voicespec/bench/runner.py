@@ -34,9 +34,9 @@ class Case:
 
 @dataclass
 class Run:
-    """One decode: the generated steps ``[n, G]`` (or, with a fine stage, the frames ``[K, T]``) and
-    what it cost. ``stats`` and ``trace`` (per verify pass: steps drafted, steps accepted) exist
-    for engine runs only."""
+    """One decode: the generated steps ``[n, G]`` and what it cost. ``stats`` and ``trace`` (per
+    verify pass: steps drafted, steps accepted) exist for engine runs only; ``codes`` (the frames
+    ``[K, T]``) for a layout with a fine stage, whose steps hold codebook 0 only."""
 
     tokens: torch.Tensor
     wall_s: float
@@ -46,6 +46,12 @@ class Run:
     method: str = ""
     case: int = -1
     round: int = -1
+    codes: torch.Tensor | None = None
+
+    @property
+    def output(self) -> torch.Tensor:
+        """What must equal the baseline's: the frames where steps do not determine them."""
+        return self.tokens if self.codes is None else self.codes
 
     @property
     def steps(self) -> int:
@@ -94,9 +100,8 @@ class EngineMethod:
             frames.append(gen.step().frames)
             trace.append((s.drafted - drafted, s.accepted - accepted))
         wall = time.perf_counter() - t0
-        # With a fine stage the steps hold codebook 0 only: compare the whole frames.
-        tokens = torch.cat(frames, 1) if getattr(gen.layout, "fine", False) else gen.generated.clone()
-        return Run(tokens, wall, s.frames, s, trace)
+        codes = torch.cat(frames, 1) if getattr(gen.layout, "fine", False) else None
+        return Run(gen.generated.clone(), wall, s.frames, s, trace, codes=codes)
 
 
 def run_interleaved(
@@ -121,8 +126,8 @@ def run_interleaved(
 
 def mismatches(runs: Sequence[Run], baseline: str) -> dict[str, int]:
     """Per method, how many runs' tokens differ from the baseline's on the same case and round."""
-    ref = {(r.case, r.round): r.tokens for r in runs if r.method == baseline}
+    ref = {(r.case, r.round): r.output for r in runs if r.method == baseline}
     out: dict[str, int] = {}
     for r in runs:
-        out[r.method] = out.get(r.method, 0) + (not torch.equal(r.tokens, ref[r.case, r.round]))
+        out[r.method] = out.get(r.method, 0) + (not torch.equal(r.output, ref[r.case, r.round]))
     return out
