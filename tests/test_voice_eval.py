@@ -32,8 +32,10 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys):
             assert 0 <= r[key]["wer"] and 0 <= r[key]["cer"] and 0 <= r[key]["inrepo_cer"] and "examples" in r[key]
         assert r["sampled_spec"]["mcd_dtw_db"] > 0 and r["sampled_plain"]["rtf_median"] > 0
         assert r["greedy_spec_equals_plain"] is True and r["utterances"] == 1
-    # the teacher speaks the unseen-word sentence: the independent judge hears words in it
-    assert report["unseen_words"]["teacher"]["wer"] < 1.0
+    # the teacher speaks the unseen-word sentence: the judge hears more of it than of the random
+    # codec's resynthesis (WER can exceed 1 on word salad: its language model inserts words)
+    unseen = report["unseen_words"]
+    assert unseen["teacher"]["cer"] < 0.95 and unseen["teacher"]["cer"] < unseen["resynth"]["cer"]
     assert capsys.readouterr().out.count("greedy speculative == plain on every sentence: True") == 2
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]
 
