@@ -17,6 +17,12 @@ def test_scoring_conventions():
     assert score([("", "")]).wer == 0.0
 
 
+def test_pronunciations_for_words_the_judge_lacks_come_from_cmudict():
+    from voicespec.judge import _cmudict_phones
+
+    assert _cmudict_phones("hello") in ("HH AH L OW", "HH EH L OW") and _cmudict_phones("qzxv") is None
+
+
 def test_pocketsphinx_understands_the_teacher_and_not_noise():
     pytest.importorskip("piper")
     from voicespec.train.data import PiperTeacher
@@ -29,3 +35,16 @@ def test_pocketsphinx_understands_the_teacher_and_not_noise():
     assert heard.wer <= 0.4, heard.items
     noise = 0.1 * torch.randn(sr * 2, generator=torch.Generator().manual_seed(0))
     assert judge.judge([(text, noise, sr)]).wer >= 0.8
+
+
+def test_a_closed_set_judge_hears_rare_words_the_open_one_cannot():
+    pytest.importorskip("piper")
+    from voicespec.train.data import PiperTeacher
+
+    text = "biosphere rekindle sahagian rozman thing."  # held-out words of the unseen-word set
+    spoken = PiperTeacher(seed=0).synthesize(text, key="closed")
+    item = [(text, torch.from_numpy(spoken.audio), spoken.sample_rate)]
+    closed = PocketSphinxJudge(vocabulary=[text, "federal summer organization"])
+    assert closed.skipped == []  # every word has a pronunciation (its own dictionary, else CMUdict)
+    assert closed.judge(item).wer < PocketSphinxJudge().judge(item).wer
+    assert closed.judge(item).wer <= 0.4

