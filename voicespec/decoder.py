@@ -18,7 +18,7 @@ from .drafters.base import Draft, DraftContext, Drafter, DraftSession
 from .layout import FrameAssembler, Prompt
 from .lm import LMSession, StepLM
 from .policy import TokenPolicy
-from .sampling import SamplingConfig, top_k_filter, top_p_filter
+from .sampling import SamplingConfig, sample, warp
 from .stats import DecodeStats
 from .verify import Verdict, verify_greedy, verify_sampling
 
@@ -92,6 +92,7 @@ class Generation:
         self.fine_generator = None if config.seed is None else \
             torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
         self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
+        self._every_code = torch.ones(layout.codebook_size, dtype=torch.bool)  # the fine stage's mask: no specials
         self.stats = DecodeStats()
         self.assembler = FrameAssembler(layout)
         self.state = layout.initial_state(prompt)
@@ -155,7 +156,7 @@ class Generation:
         if self.draft_session is not None:
             self.draft_session.rollback(keep)
         frames = self.assembler.pop(self.generated, self.state)
-        if getattr(self.layout, "fine", False):
+        if self.layout.fine:
             frames = self.target.fine_frames(frames[0], self._fine_from, self._pick_fine)
 
         n_draft = draft.steps.shape[0]
@@ -174,13 +175,11 @@ class Generation:
         return Chunk(new, frames)
 
     def _pick_fine(self, logits: torch.Tensor) -> torch.Tensor:
-        """A fine-stage code from logits ``[C]``: argmax when greedy, else temperature, top-k and
-        top-p as for the coarse codes (no repetition penalty: the fine stage has no history)."""
+        """A fine-stage code from logits ``[C]``, warped like the coarse codes (no repetition
+        penalty: the fine stage has no history), from the fine stage's own stream."""
         s = self.config.sampling
-        if s.greedy:
-            return logits.argmax()
-        x = top_p_filter(top_k_filter(logits.float() / s.temperature, s.top_k), s.top_p)
-        return torch.multinomial(x.softmax(-1), 1, generator=self.fine_generator)[0]
+        x = warp(logits, self._every_code, s)
+        return x.argmax() if s.greedy else sample(x.softmax(-1), self.fine_generator)
 
     def _commit(self, steps: torch.Tensor) -> torch.Tensor:
         """Append steps up to the end of the utterance; return those appended."""

@@ -31,15 +31,22 @@ def canonical_words(text: str) -> list[str]:
     return [SPELLINGS.get(w, w) for w in words]
 
 
-def edit_distance(a: Sequence, b: Sequence) -> int:
-    """Levenshtein distance (substitutions, insertions, deletions all cost 1)."""
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+def edit_distance(ref: Sequence, hyp: Sequence) -> int:
+    """Levenshtein distance (unit costs) by the textbook DP, one row at a time."""
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
         prev = cur
     return prev[-1]
+
+
+def corpus_error_rates(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """Pooled CER/WER over (reference, hypothesis) pairs: total edits / total reference length."""
+    chars = sum(edit_distance(r, h) for r, h in pairs) / max(sum(len(r) for r, _ in pairs), 1)
+    words = sum(edit_distance(r.split(), h.split()) for r, h in pairs) / max(sum(len(r.split()) for r, _ in pairs), 1)
+    return {"cer": chars, "wer": words, "utterances": len(pairs)}
 
 
 @dataclass(frozen=True)
@@ -51,17 +58,11 @@ class Scores:
 
 
 def score(pairs: Iterable[tuple[str, str]]) -> Scores:
-    """Corpus WER/CER of (reference, hypothesis) pairs."""
-    w_err = w_n = c_err = c_n = 0
-    items = []
-    for ref, hyp in pairs:
-        r, h = canonical_words(ref), canonical_words(hyp)
-        we = edit_distance(r, h)
-        w_err, w_n = w_err + we, w_n + len(r)
-        rc, hc = " ".join(r), " ".join(h)
-        c_err, c_n = c_err + edit_distance(rc, hc), c_n + len(rc)
-        items.append({"ref": " ".join(r), "hyp": " ".join(h), "word_errors": we})
-    return Scores(w_err / max(w_n, 1), c_err / max(c_n, 1), w_n, items)
+    """Corpus WER/CER of (reference, hypothesis) pairs, after :func:`canonical_words`."""
+    canon = [(" ".join(canonical_words(r)), " ".join(canonical_words(h))) for r, h in pairs]
+    rates = corpus_error_rates(canon)
+    items = [{"ref": r, "hyp": h, "word_errors": edit_distance(r.split(), h.split())} for r, h in canon]
+    return Scores(rates["wer"], rates["cer"], sum(len(r.split()) for r, _ in canon), items)
 
 
 class PocketSphinxJudge:

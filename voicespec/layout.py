@@ -76,6 +76,7 @@ class FlatLayout:
     pad_id: int
     min_frames: int = 0
     kind: str = field(default="flat", init=False)
+    fine = False
 
     def __post_init__(self) -> None:
         top = self.audio_offset + self.n_codebooks * self.codebook_size
@@ -163,6 +164,7 @@ class DelayLayout:
     delays: tuple[int, ...]
     min_frames: int = 0
     kind: str = field(default="delay", init=False)
+    fine = False  # frames come whole from the steps (see CoarseFirstLayout)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "delays", tuple(int(d) for d in self.delays))

@@ -100,7 +100,7 @@ class EngineMethod:
             frames.append(gen.step().frames)
             trace.append((s.drafted - drafted, s.accepted - accepted))
         wall = time.perf_counter() - t0
-        codes = torch.cat(frames, 1) if getattr(gen.layout, "fine", False) else None
+        codes = torch.cat(frames, 1) if gen.layout.fine else None
         return Run(gen.generated.clone(), wall, s.frames, s, trace, codes=codes)
 
 

@@ -56,6 +56,7 @@ from torch.nn import functional as F
 
 from .common import TrainingRun, cosine_lr_factor, hardware
 from ..folders import FolderConfig, load_weights, save_folder
+from ..judge import corpus_error_rates, edit_distance  # noqa: F401 (shared scoring; re-exported)
 from ..text import DEFAULT_ALPHABET, CharTokenizer
 
 MODEL_TYPE = "voicespec_ctc_asr"
@@ -252,17 +253,6 @@ def greedy_decode(log_probs: torch.Tensor, alphabet: str = DEFAULT_ALPHABET) -> 
     return CharTokenizer(alphabet).decode(greedy_ids(log_probs))
 
 
-def edit_distance(ref: Sequence, hyp: Sequence) -> int:
-    """Levenshtein distance (unit costs) by the textbook DP, one row at a time."""
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
-        prev = cur
-    return prev[-1]
-
-
 def cer(ref: str, hyp: str) -> float:
     """Character error rate: edits / ``len(ref)``. An empty reference gives ``len(hyp)`` (0 for
     an empty hypothesis) so that it never divides by zero."""
@@ -273,13 +263,6 @@ def wer(ref: str, hyp: str) -> float:
     """Word error rate: word-level edits / reference words (empty reference as in :func:`cer`)."""
     r, h = ref.split(), hyp.split()
     return edit_distance(r, h) / max(len(r), 1)
-
-
-def corpus_error_rates(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
-    """Pooled CER/WER over (reference, hypothesis) pairs: total edits / total reference length."""
-    chars = sum(edit_distance(r, h) for r, h in pairs) / max(sum(len(r) for r, _ in pairs), 1)
-    words = sum(edit_distance(r.split(), h.split()) for r, h in pairs) / max(sum(len(r.split()) for r, _ in pairs), 1)
-    return {"cer": chars, "wer": words, "utterances": len(pairs)}
 
 
 def min_frames(targets: Sequence[int]) -> int:

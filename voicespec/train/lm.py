@@ -96,11 +96,16 @@ def prepare(data_dir: Path, codec: Codec, asr_dir: Path | None, out_dir: Path, l
                 done[u.id] = Example(u.id, u.ids, codes.to(torch.int16), durations, split)
             out.append(done[u.id])
     save_atomic({"examples": [asdict(e) for e in out], "asr": str(asr_dir), "codec": key}, cache)
-    with (out_dir / "durations.jsonl").open("w") as f:
-        for e in out:
-            f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
+    write_durations(out_dir, out)
     log(f"prepared {len(out)} utterances ({sum(e.codes.shape[1] for e in out)} frames) in {time.perf_counter() - t0:.0f} s")
     return out
+
+
+def write_durations(out_dir: Path, examples: Sequence[Example]) -> None:
+    """``OUT/durations.jsonl``: the (ids, durations) items ``voicespec train duration`` learns from."""
+    with (out_dir / "durations.jsonl").open("w") as f:
+        for e in examples:
+            f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
 
 
 def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> list[Example]:
@@ -156,9 +161,7 @@ def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> 
             out.append(done[rec["id"]])
     save_atomic({"examples": [asdict(e) for e in out], "codec": key, "tokenizer": tokenizer.to_dict(),
                  "phonemizer": PHONEMIZER_VERSION, "agreement": agreement}, cache)
-    with (out_dir / "durations.jsonl").open("w") as f:
-        for e in out:
-            f.write(json.dumps({"id": e.id, "ids": e.ids, "durations": e.durations, "split": e.split}) + "\n")
+    write_durations(out_dir, out)
     values = list(agreement.values())
     log(f"prepared {len(out)} utterances ({sum(e.codes.shape[1] for e in out)} frames) in "
         f"{time.perf_counter() - t0:.0f} s; alignment agreement mean {sum(values) / len(values):.3f}, "
