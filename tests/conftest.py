@@ -12,13 +12,13 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_voice_dir(tmp_path_factory):
     """A complete random-weight voice folder (delay layout), built once per test session."""
-    from voicespec.tiny import build_tiny_voice
+    from voicespec.pipeline.tiny import build_tiny_voice
 
     return build_tiny_voice(tmp_path_factory.mktemp("voices") / "tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_voice(tiny_voice_dir):
-    from voicespec.voice import Voice
+    from voicespec.pipeline.voice import Voice
 
     return Voice.load(tiny_voice_dir)

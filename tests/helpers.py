@@ -7,8 +7,8 @@ import itertools
 import torch
 from scipy import stats
 
-from voicespec.layout import LayoutState, Prompt
-from voicespec.policy import TokenPolicy
+from voicespec.engine.layout import LayoutState, Prompt
+from voicespec.engine.policy import TokenPolicy
 
 
 def full_logits(lm, prompt: Prompt, steps: torch.Tensor) -> torch.Tensor:

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from test_exactness import GREEDY, naive_greedy
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter, NGramDrafter
-from voicespec.layout import Prompt
-from voicespec.tiny import codec_draft, tiny_codec_lm, tiny_flat
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.engine.layout import Prompt
+from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_flat
 
 P = 8
 

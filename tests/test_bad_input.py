@@ -7,13 +7,13 @@ import functools
 import pytest
 import torch
 
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter, NGramDrafter, make_drafter
-from voicespec.layout import DelayLayout, FlatLayout, Prompt, layout_from_dict
-from voicespec.lm import HFCausalLM
-from voicespec.loading import LAYOUT_KEY, load_step_lm
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import TEXT_VOCAB, tiny_codec_lm, tiny_flat, tiny_flat_layout
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter, make_drafter
+from voicespec.engine.layout import DelayLayout, FlatLayout, Prompt, layout_from_dict
+from voicespec.engine.step_lm import HFCausalLM
+from voicespec.lm.loading import LAYOUT_KEY, load_step_lm
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import TEXT_VOCAB, tiny_codec_lm, tiny_flat, tiny_flat_layout
 
 
 @functools.cache
@@ -286,7 +286,7 @@ def test_load_causal_lm_with_a_mismatched_layout(folder_without_layout):
 
 def test_hub_ids_with_a_namespace_reach_transformers(monkeypatch, tmp_path):
     """No network: stub AutoConfig so that reaching it is the observable."""
-    import voicespec.loading as loading
+    import voicespec.lm.loading as loading
 
     class Reached(Exception):
         pass

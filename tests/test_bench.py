@@ -19,10 +19,10 @@ from voicespec.bench.load import LoadLevel
 from voicespec.bench.runner import Case, EngineMethod, Run, mismatches, run_interleaved
 from voicespec.bench.summary import MethodSummary, summarize
 from voicespec.cli import Parser, main
-from voicespec.client import playout, playout_timeline
-from voicespec.drafters import ModelDrafter
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import build_tiny_voice, flat_draft, tiny_flat
+from voicespec.serve.client import playout, playout_timeline
+from voicespec.engine.drafters import ModelDrafter
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import build_tiny_voice, flat_draft, tiny_flat
 
 GREEDY = SamplingConfig(temperature=0)
 

@@ -131,7 +131,7 @@ def test_synth_survives_sigkill_and_resumes_identically(tiny_voice_dir, tmp_path
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_checks_exactness(tmp_path, capsys):
-    from voicespec.demo import run_demo
+    from voicespec.bench.demo import run_demo
 
     wav = tmp_path / "demo.wav"
     assert run_demo(quick=True, max_steps=24, wav_out=str(wav)) == 0

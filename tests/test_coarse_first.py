@@ -8,17 +8,17 @@ from collections import Counter
 import pytest
 import torch
 
-import voicespec.decoder as decoder_module
+import voicespec.engine.decoder as decoder_module
 from helpers import chi_square_pvalue, exact_distribution
 from test_distribution import accept_everything, sharpened
 from test_exactness import drafters_for
-from voicespec.decoder import DecodeConfig, Generation, SpecDecoder
-from voicespec.drafters import ModelDrafter
-from voicespec.layout import CoarseFirstLayout, LayoutState, layout_from_dict, masks_along
-from voicespec.loading import load_step_lm
-from voicespec.policy import TokenPolicy
-from voicespec.sampling import SamplingConfig, top_k_filter, top_p_filter
-from voicespec.tiny import codec_draft, tiny_codec_lm
+from voicespec.engine.decoder import DecodeConfig, Generation, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter
+from voicespec.engine.layout import CoarseFirstLayout, LayoutState, layout_from_dict, masks_along
+from voicespec.lm.loading import load_step_lm
+from voicespec.engine.policy import TokenPolicy
+from voicespec.engine.sampling import SamplingConfig, top_k_filter, top_p_filter
+from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm
 
 GREEDY = SamplingConfig(temperature=0)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from voicespec.controller import (
+from voicespec.engine.controller import (
     AdaptiveGamma,
     ControllerConfig,
     FixedGamma,

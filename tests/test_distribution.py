@@ -13,15 +13,15 @@ from collections import Counter
 import pytest
 import torch
 
-import voicespec.decoder as decoder_module
+import voicespec.engine.decoder as decoder_module
 from helpers import chi_square_pvalue, exact_distribution
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter, NGramDrafter
-from voicespec.layout import Prompt
-from voicespec.policy import TokenPolicy
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import tiny_codec_lm, tiny_flat
-from voicespec.verify import Verdict, verify_sampling
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.engine.layout import Prompt
+from voicespec.engine.policy import TokenPolicy
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import tiny_codec_lm, tiny_flat
+from voicespec.engine.verify import Verdict, verify_sampling
 
 SAMPLING = SamplingConfig(temperature=1.3, top_k=3)
 N_SAMPLES = 800
@@ -30,7 +30,7 @@ N_BROKEN = 300  # a wrong rule is far off: fewer samples show it
 
 def accept_everything(draft, q, p, generator) -> Verdict:
     """A wrong rule: keeps every draft token, so the draft's distribution leaks into the output."""
-    from voicespec.sampling import sample
+    from voicespec.engine.sampling import sample
 
     bonus = sample(p[draft.shape[0]], generator)
     return Verdict(torch.cat([draft, bonus.unsqueeze(0)]), draft.shape[0], draft.numel())

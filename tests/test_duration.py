@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from voicespec.duration import (
+from voicespec.frontend.duration import (
     DurationConfig, DurationModel, DurationTrainConfig, add_duration_args, char_mean_baseline, check_items,
     cumulative_round, duration_errors, frame_track, load_duration, read_items, run_duration, train_duration,
 )
-from voicespec.text import CharTokenizer
+from voicespec.frontend.text import CharTokenizer
 
 TOK = CharTokenizer()
 TINY = DurationConfig(embed_dim=16, conv_channels=16, conv_layers=1, hidden=16, dropout=0.0)

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from helpers import full_logits
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter, NGramDrafter
-from voicespec.hf import LayoutMaskProcessor
-from voicespec.policy import TokenPolicy
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.lm.hf import LayoutMaskProcessor
+from voicespec.engine.policy import TokenPolicy
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
 
 GREEDY = SamplingConfig(temperature=0)
 
@@ -138,7 +138,7 @@ def test_delay_frames_assemble_in_order_exactly_once():
 def test_layout_mask_processor_remembers_rows_and_survives_rollback():
     """The processor advances over new ids only; a shorter or diverging row (assisted generation
     rejecting drafted ids) must give the mask a fresh walk gives."""
-    from voicespec.layout import FlatLayout
+    from voicespec.engine.layout import FlatLayout
 
     layout = FlatLayout(n_codebooks=2, codebook_size=3, audio_offset=4, vocab_size=11, start_id=0, eos_id=1, pad_id=2)
     prompt = torch.tensor([[0, 3]])

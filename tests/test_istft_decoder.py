@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from voicespec.cli import main
-from voicespec.codec import Codec, CodecConfig
-from voicespec.istft_decoder import IstftDecoder, IstftStream, overlap_add
+from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.istft import IstftDecoder, IstftStream, overlap_add
 from voicespec.train.codec import TrainConfig, _start_from, train_codec
 from test_streaming import IRREGULAR, random_codes, stream
 from test_train_codec import TINY_CODEC, _fake_corpus

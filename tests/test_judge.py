@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from voicespec.judge import PocketSphinxJudge, canonical_words, edit_distance, score
+from voicespec.eval.judge import PocketSphinxJudge, canonical_words, edit_distance, score
 
 
 def test_scoring_conventions():
@@ -18,7 +18,7 @@ def test_scoring_conventions():
 
 
 def test_pronunciations_for_words_the_judge_lacks_come_from_cmudict():
-    from voicespec.judge import _cmudict_phones
+    from voicespec.eval.judge import _cmudict_phones
 
     assert _cmudict_phones("hello") in ("HH AH L OW", "HH EH L OW") and _cmudict_phones("qzxv") is None
 

@@ -8,14 +8,14 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel
 
-from voicespec.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter, NGramDrafter, make_drafter
-from voicespec.layout import DelayLayout, FlatLayout
-from voicespec.lm import HFCausalLM
-from voicespec.loading import LAYOUT_KEY, load_step_lm
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
+from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter, make_drafter
+from voicespec.engine.layout import DelayLayout, FlatLayout
+from voicespec.engine.step_lm import HFCausalLM
+from voicespec.lm.loading import LAYOUT_KEY, load_step_lm
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
 
 GREEDY = SamplingConfig(temperature=0)
 MAX_STEPS = 24

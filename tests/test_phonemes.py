@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voicespec.phonemes import WORD, PhonemeTokenizer, default_units, phonemize
-from voicespec.text import FrontEnd, TextError, tokenizer_from_dict
+from voicespec.frontend.phonemes import WORD, PhonemeTokenizer, default_units, phonemize
+from voicespec.frontend.text import FrontEnd, TextError, tokenizer_from_dict
 
 
 def test_known_and_unknown_words_get_phonemes_with_stress():

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from voicespec import protocol as P
-from voicespec.client import gaps, playout, playout_timeline
-from voicespec.metrics import ServerMetrics, parse_exposition
+from voicespec.serve import protocol as P
+from voicespec.serve.client import gaps, playout, playout_timeline
+from voicespec.serve.metrics import ServerMetrics, parse_exposition
 
 
 def parse(obj) -> P.ClientMessage:
@@ -82,7 +82,7 @@ def test_errors_name_the_context_when_they_can():
 
 def test_constants_match_the_pipeline():
     from voicespec.audio import ENCODINGS
-    from voicespec.synthesis import SAMPLE_RATES
+    from voicespec.pipeline.synthesis import SAMPLE_RATES
 
     assert P.SAMPLE_RATES == SAMPLE_RATES and set(P.ENCODINGS) == set(ENCODINGS)
 
@@ -134,7 +134,7 @@ def test_complete_prefix_releases_what_the_front_end_would_split(buffer, release
 
 def test_complete_prefix_agrees_with_the_front_end_on_whole_text():
     """Releasing sentences as text streams in gives the front end's split of the whole text."""
-    from voicespec.text import FrontEnd
+    from voicespec.frontend.text import FrontEnd
 
     fe = FrontEnd()
     text = "Dr. Smith paid $3.50 on May 5th. It is 7:30 a.m. Then No. 5 left! Did it? Yes; quite: so."

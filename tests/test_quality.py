@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from voicespec.quality import cer_report, dtw, mcd_dtw, mel_cepstra
+from voicespec.eval.quality import cer_report, dtw, mcd_dtw, mel_cepstra
 from voicespec.train.asr import AsrConfig, CtcAsr, corpus_error_rates, transcribe
 
 FORMANTS = {"a": (730, 1090, 2440), "i": (270, 2290, 3010), "u": (300, 870, 2240), "e": (530, 1840, 2480),

@@ -14,7 +14,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from voicespec.sampling import (
+from voicespec.engine.sampling import (
     SamplingConfig,
     apply_repetition_penalty,
     recent_tokens,

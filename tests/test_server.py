@@ -28,13 +28,13 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request
 
-from voicespec import protocol as P
+from voicespec.serve import protocol as P
 from voicespec.audio import to_encoding
-from voicespec.client import Audio, TTSClient
-from voicespec.decoder import DecodeConfig
-from voicespec.metrics import parse_exposition
-from voicespec.server import ServerConfig, TTSServer
-from voicespec.synthesis import SynthesisOptions, Synthesizer
+from voicespec.serve.client import Audio, TTSClient
+from voicespec.engine.decoder import DecodeConfig
+from voicespec.serve.metrics import parse_exposition
+from voicespec.serve.server import ServerConfig, TTSServer
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 
 MAX_STEPS = 24  # per sentence: short audio keeps the file fast
 TEXT = "Hello there. Second one."

@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from voicespec.codec import Codec
+from voicespec.codec.model import Codec
 from voicespec.train.codec import MelLoss
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from voicespec.cli import load_voice
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter
-from voicespec.sampling import SamplingConfig
-from voicespec.synthesis import Synthesizer
-from voicespec.voice import DEFAULT_VOICE
+from voicespec.pipeline.voice import load_voice
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.synthesis import Synthesizer
+from voicespec.pipeline.voice import DEFAULT_VOICE
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ import torch
 from encodec import EncodecModel
 from encodec.modules import SConv1d, SEANetDecoder
 
-from voicespec.codec import Codec, CodecConfig
-from voicespec.streaming import StreamingDecoder, decode_rtf
+from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.seanet import StreamingDecoder, decode_rtf
 
 ATOL = 2e-6
 SMALL = CodecConfig(n_filters=8, ratios=(8, 6, 5, 2), lstm=0, pad_mode="constant", n_q=4, n_codebooks=4, dimension=32)

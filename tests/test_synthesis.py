@@ -8,11 +8,11 @@ import pytest
 import torch
 import torchaudio.functional as AF
 
-from voicespec.decoder import DecodeConfig
-from voicespec.sampling import SamplingConfig
-from voicespec.synthesis import SynthesisOptions, Synthesizer
-from voicespec.text import TextError
-from voicespec.voice import Voice
+from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
+from voicespec.frontend.text import TextError
+from voicespec.pipeline.voice import Voice
 
 TEXT = "Hello there. The 2nd sentence costs $3.50!"
 
@@ -117,7 +117,7 @@ def test_voice_folder_checks(tiny_voice_dir, tmp_path):
 
 @pytest.fixture(scope="module")
 def aligned_voice(tmp_path_factory):
-    from voicespec.tiny import build_tiny_voice
+    from voicespec.pipeline.tiny import build_tiny_voice
 
     return Voice.load(build_tiny_voice(tmp_path_factory.mktemp("voices") / "aligned", layout="aligned"))
 

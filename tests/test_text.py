@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from voicespec.text import (
+from voicespec.frontend.text import (
     DEFAULT_ALPHABET,
     MAX_CHARS,
     CharTokenizer,
@@ -377,7 +377,7 @@ def test_frontend_respects_sentence_limit():
 
 @pytest.mark.parametrize("text", ["!!! ...", "😀😀 🎉", "... ?! ;", "\u2014 \u2026"])
 def test_frontend_nothing_speakable(text):
-    from voicespec.phonemes import PhonemeTokenizer
+    from voicespec.frontend.phonemes import PhonemeTokenizer
 
     for tokenizer in (CharTokenizer(), PhonemeTokenizer()):
         with pytest.raises(TextError, match="nothing this voice can speak"):

@@ -17,8 +17,8 @@ from voicespec.train.asr import (
     ctc_durations, durations_from_spans, greedy_decode, length_batches, run_asr, train_asr, transcribe, viterbi_align,
     wer,
 )
-from voicespec.codec import Codec, CodecConfig
-from voicespec.text import DEFAULT_ALPHABET, CharTokenizer
+from voicespec.codec.model import Codec, CodecConfig
+from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
 
 TINY = AsrConfig(conv_channels=16, conv_layers=1, hidden=16, layers=1, dropout=0.0)
 TOK = CharTokenizer()

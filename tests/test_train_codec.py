@@ -11,7 +11,7 @@ import torch
 from encodec.quantization.core_vq import EuclideanCodebook
 from encodec.quantization.core_vq import kmeans as encodec_kmeans
 
-from voicespec.codec import Codec, CodecConfig
+from voicespec.codec.model import Codec, CodecConfig
 from voicespec.train.card import ship_codec
 from voicespec.train.codec import TrainConfig, train_codec
 from voicespec.train.vq import FixedEuclideanCodebook, kmeans, patch_codebooks

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from voicespec.text import DEFAULT_ALPHABET, normalize, sanitize
+from voicespec.frontend.text import DEFAULT_ALPHABET, normalize, sanitize
 from voicespec.train.corpus import KINDS, MAX_CHARS, build_corpus, corpus_stats, iter_sentences
 from voicespec.train.data import read_manifest, split_of
 

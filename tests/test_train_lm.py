@@ -9,21 +9,21 @@ import pytest
 import torch
 
 from test_train_asr import _fake_corpus
-from voicespec.codec import Codec
-from voicespec.codec_lm import CodecLM
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.duration import frame_track
-from voicespec.drafters import ModelDrafter
-from voicespec.loading import load_step_lm
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import TINY_CODEC
+from voicespec.codec.model import Codec
+from voicespec.lm.codec_lm import CodecLM
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.frontend.duration import frame_track
+from voicespec.engine.drafters import ModelDrafter
+from voicespec.lm.loading import load_step_lm
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import TINY_CODEC
 from voicespec.train.asr import AsrConfig, CtcAsr
-from voicespec.duration import DurationTrainConfig, read_items, train_duration
-from voicespec.synthesis import Synthesizer
+from voicespec.frontend.duration import DurationTrainConfig, read_items, train_duration
+from voicespec.pipeline.synthesis import Synthesizer
 from voicespec.train import lm as lm_recipe
 from voicespec.train.lm import LMTrainConfig, default_target_config, prepare, train_draft, train_target
 from voicespec.train.ship import ship_voice
-from voicespec.voice import Voice
+from voicespec.pipeline.voice import Voice
 
 QUIET = dict(log=lambda s: None)
 
@@ -146,7 +146,7 @@ def _phoneme_corpus(folder, sr=24000):
 
     import soundfile as sf
 
-    from voicespec.phonemes import phonemize
+    from voicespec.frontend.phonemes import phonemize
 
     texts = ["a cat.", "the dog!", "hello there.", "no way?", "a red hat.", "we sat."]
     (folder / "wav").mkdir(parents=True)
@@ -169,7 +169,7 @@ def _phoneme_corpus(folder, sr=24000):
 def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     """No recognizer: phoneme units, teacher durations, a coarse-first target, its draft, a
     duration predictor over phonemes, shipped as a voice that speaks unseen words."""
-    from voicespec.phonemes import PhonemeTokenizer
+    from voicespec.frontend.phonemes import PhonemeTokenizer
 
     _phoneme_corpus(tmp_path / "data")
     codec = Codec.random(TINY_CODEC, seed=0)
@@ -196,7 +196,7 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     assert len(CodecLM.from_pretrained(str(draft_folder)).config.voicespec_info["heldout_metrics"]
                ["acceptance_per_codebook"]) == 1  # one token per step
     train_items, heldout_items = read_items(run / "durations.jsonl")
-    from voicespec.duration import DurationConfig
+    from voicespec.frontend.duration import DurationConfig
 
     duration = train_duration(train_items, heldout_items, tmp_path / "dur", DurationTrainConfig(max_steps=2),
                               DurationConfig(units=tok.vocab_size - 1), **QUIET)
@@ -219,7 +219,7 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     pcm, stats = synth.synthesize("Okafor saw a lighthouse.")
     assert pcm.numel() == stats.frames * codec.hop_length > 0
     greedy = DecodeConfig(SamplingConfig(temperature=0), gamma=0)
-    from voicespec.synthesis import SynthesisOptions
+    from voicespec.pipeline.synthesis import SynthesisOptions
 
     def frames(options: SynthesisOptions) -> torch.Tensor:
         stream = synth.stream("a cat.", options)

@@ -8,12 +8,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from voicespec.decoder import DecodeConfig, SpecDecoder
-from voicespec.drafters import ModelDrafter, NGramDrafter
-from voicespec.layout import Prompt
-from voicespec.sampling import SamplingConfig
-from voicespec.tiny import TEXT_VOCAB, codec_draft, flat_draft, tiny_codec_lm, tiny_flat
-from voicespec.verify import residual, verify_greedy, verify_sampling
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.engine.layout import Prompt
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.tiny import TEXT_VOCAB, codec_draft, flat_draft, tiny_codec_lm, tiny_flat
+from voicespec.engine.verify import residual, verify_greedy, verify_sampling
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

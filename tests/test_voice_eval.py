@@ -8,10 +8,10 @@ import soundfile as sf
 
 from test_train_asr import TINY, _fake_corpus
 from voicespec.cli import main
-from voicespec.tiny import build_tiny_voice
+from voicespec.pipeline.tiny import build_tiny_voice
 from voicespec.train.asr import CtcAsr
-from voicespec.voice import Voice
-from voicespec.voice_eval import write_voice_samples
+from voicespec.pipeline.voice import Voice
+from voicespec.eval.voice_eval import write_voice_samples
 
 
 def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys):
@@ -54,8 +54,8 @@ def test_samples_are_written_with_a_mel_comparison(tmp_path):
 
 
 def test_speculative_rows_speculate_even_when_the_voice_decodes_plainly():
-    from voicespec.cli import load_voice
-    from voicespec.voice_eval import speculative_default
+    from voicespec.pipeline.voice import load_voice
+    from voicespec.eval.voice_eval import speculative_default
 
     voice = load_voice(None)
     assert voice.config.default_drafter == "none"  # measured faster on 2 CPU cores (README)

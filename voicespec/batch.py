@@ -17,8 +17,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .audio import write_audio_atomic
-from .synthesis import SynthesisOptions, Synthesizer
+from voicespec.audio import write_audio_atomic
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SAMPLING_KEYS = ("temperature", "top_k", "top_p", "repetition_penalty", "repetition_window")

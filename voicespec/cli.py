@@ -11,10 +11,10 @@ from pathlib import Path
 
 import torch
 
-from .decoder import DecodeConfig, SpecDecoder
-from .drafters import DRAFTERS, make_drafter
-from .sampling import SamplingConfig
-from .synthesis import SynthesisOptions
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import DRAFTERS, make_drafter
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.synthesis import SynthesisOptions
 
 
 class CliError(Exception):
@@ -74,13 +74,12 @@ def decode_config(args: argparse.Namespace, defaults: SamplingConfig | None = No
     return DecodeConfig(sampling=sampling, gamma=gamma, max_steps=args.max_steps, seed=args.seed)
 
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 
 
 def load_voice(spec: str | None):
-    from .voice import Voice, resolve_voice
+    from voicespec.pipeline.voice import load_voice
 
-    return Voice.load(resolve_voice(spec, MODELS_DIR))
+    return load_voice(spec)
 
 
 def synthesis_options(args: argparse.Namespace, voice) -> SynthesisOptions:
@@ -89,8 +88,8 @@ def synthesis_options(args: argparse.Namespace, voice) -> SynthesisOptions:
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    from .audio import check_audio_path, write_audio_atomic
-    from .synthesis import Synthesizer
+    from voicespec.audio import check_audio_path, write_audio_atomic
+    from voicespec.pipeline.synthesis import Synthesizer
 
     check_audio_path(args.output)
     voice = load_voice(args.model)
@@ -106,8 +105,8 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from .batch import BatchConfig, read_items, run_batch
-    from .synthesis import Synthesizer
+    from voicespec.batch import BatchConfig, read_items, run_batch
+    from voicespec.pipeline.synthesis import Synthesizer
 
     src = Path(args.input)
     if not src.is_file():
@@ -131,7 +130,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .loading import load_step_lm
+    from voicespec.lm.loading import load_step_lm
 
     config = decode_config(args)
     target = load_step_lm(args.model)
@@ -151,7 +150,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_tiny(args: argparse.Namespace) -> int:
     """Write a tiny random-weight voice (codec + target + draft model) for trying every command."""
-    from .tiny import build_tiny_voice
+    from voicespec.pipeline.tiny import build_tiny_voice
 
     out = build_tiny_voice(args.out, args.layout, args.seed)
     print(f"wrote voice folder {out} ({args.layout} layout, random weights: it babbles)")
@@ -159,7 +158,7 @@ def cmd_tiny(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from voicespec.bench.demo import run_demo
 
     return run_demo(quick=args.quick, wav_out=args.wav)
 
@@ -167,7 +166,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .server import WS_PATH, ServerConfig, run_server
+    from voicespec.serve.server import WS_PATH, ServerConfig, run_server
 
     config = ServerConfig(
         host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,
@@ -190,7 +189,7 @@ def cmd_client(args: argparse.Namespace) -> int:
 
     from websockets.exceptions import InvalidStatus
 
-    from .client import ServerError, run_client, summary_line
+    from voicespec.serve.client import ServerError, run_client, summary_line
 
     try:
         result = asyncio.run(run_client(args))
@@ -262,7 +261,7 @@ def build_parser() -> Parser:
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("client", help="speak TEXT through a running server to a WAV/FLAC file; report TTFA, gaps, underruns")
-    from .client import add_client_args
+    from voicespec.serve.client import add_client_args
 
     add_client_args(p)
     p.set_defaults(func=cmd_client)
@@ -276,7 +275,7 @@ def build_parser() -> Parser:
     t = train.add_parser("asr", help="train (or resume) the CTC character recognizer (alignment, CER) on a teacher corpus")
     _lazy_args(t, "voicespec.train.asr", "add_asr_args", "run_asr")
     t = train.add_parser("duration", help="train the duration predictor on aligned (ids, frames) items from `train lm`")
-    _lazy_args(t, "voicespec.duration", "add_duration_args", "run_duration")
+    _lazy_args(t, "voicespec.frontend.duration", "add_duration_args", "run_duration")
     t = train.add_parser("lm", help="prepare (encode + align) the corpus and train (or resume) the codec LM target")
     _lazy_args(t, "voicespec.train.lm", "add_lm_args", "run_lm")
     t = train.add_parser("draft", help="distil a draft model from the target's first layers")
@@ -287,7 +286,7 @@ def build_parser() -> Parser:
     _lazy_args(t, "voicespec.train.ship", "add_ship_args", "run_ship")
 
     p = sub.add_parser("evaluate", help="a voice's quality: CER of teacher/codec/generated speech, MCD-DTW, exactness")
-    _lazy_args(p, "voicespec.voice_eval", "add_evaluate_args", "run_evaluate")
+    _lazy_args(p, "voicespec.eval.voice_eval", "add_evaluate_args", "run_evaluate")
 
     p = sub.add_parser("bench", help="latency-budget evaluation: plain vs every drafter and γ, transformers peers, streaming, server load")
     _lazy_args(p, "voicespec.bench.cli", "add_bench_args", "run_bench")

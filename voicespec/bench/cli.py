@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .config import BenchConfig, read_prompts
+from voicespec.bench.config import BenchConfig, read_prompts
 
 
 def _ints(value: str) -> tuple[int, ...]:
@@ -63,11 +63,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 def run_bench(args: argparse.Namespace) -> int:
     import torch
 
-    from ..cli import MODELS_DIR, load_voice
-    from ..voice import resolve_voice
-    from . import machine
-    from .harness import Bench
-    from .report import markdown, write_outputs
+    from voicespec.pipeline.voice import load_voice, resolve_voice
+    from voicespec.bench import machine
+    from voicespec.bench.harness import Bench
+    from voicespec.bench.report import markdown, write_outputs
 
     config = config_from_args(args)
     if config.threads:
@@ -75,7 +74,7 @@ def run_bench(args: argparse.Namespace) -> int:
     rss0 = machine.rss_mb()
     voice = load_voice(config.voice)
     result = Bench(config, voice, rss0).run()
-    result["voice"]["path"] = str(resolve_voice(config.voice, MODELS_DIR).resolve())
+    result["voice"]["path"] = str(resolve_voice(config.voice).resolve())
     paths = write_outputs(result, args.out, config.plots)
     print(markdown(result))
     print(f"wrote {', '.join(str(p) for p in paths)}")

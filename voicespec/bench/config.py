@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from voicespec.paths import SAMPLES_DIR
+
 BUILTIN_PROMPTS = (
     "Speculative decoding keeps every token exact.",
     "The quick brown fox jumps over the lazy dog. It was not amused.",
     "Hello there! How are you doing today?",
     "Please call Stella and ask her to bring these things with her from the store.",
 )
-DEFAULT_PROMPTS_FILE = Path(__file__).resolve().parents[2] / "samples" / "prompts.txt"
+DEFAULT_PROMPTS_FILE = SAMPLES_DIR / "prompts.txt"
 
 
 @dataclass(frozen=True)

@@ -7,19 +7,19 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ..decoder import DecodeConfig
-from ..drafters import Drafter
-from ..sampling import SamplingConfig
-from ..synthesis import sentence_config
-from ..voice import Voice
-from . import machine
-from .budget import budget_table, capacity
-from .config import BenchConfig
-from .load import run_load
-from .peer import counterpart, peer_methods
-from .runner import Case, EngineMethod, Method, run_interleaved
-from .streaming import StreamSpec, run_streaming, summarize_streams
-from .summary import summarize
+from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.drafters import Drafter
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.synthesis import sentence_config
+from voicespec.pipeline.voice import Voice
+from voicespec.bench import machine
+from voicespec.bench.budget import budget_table, capacity
+from voicespec.bench.config import BenchConfig
+from voicespec.bench.load import run_load
+from voicespec.bench.peer import counterpart, peer_methods
+from voicespec.bench.runner import Case, EngineMethod, Method, run_interleaved
+from voicespec.bench.streaming import StreamSpec, run_streaming, summarize_streams
+from voicespec.bench.summary import summarize
 
 BASELINE = "plain"
 

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..client import TTSClient
-from ..server import WS_PATH, ServerConfig, TTSServer
-from ..voice import Voice
-from .dist import percentiles
-from .streaming import StreamSpec
+from voicespec.serve.client import TTSClient
+from voicespec.serve.server import WS_PATH, ServerConfig, TTSServer
+from voicespec.pipeline.voice import Voice
+from voicespec.bench.dist import percentiles
+from voicespec.bench.streaming import StreamSpec
 
 
 @dataclass

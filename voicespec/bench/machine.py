@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from voicespec.paths import REPO_ROOT
+
 PACKAGES = ("voicespec", "torch", "transformers", "numpy", "websockets", "matplotlib")
 
 
@@ -25,7 +27,7 @@ def _version(name: str) -> str | None:
 
 def _git() -> dict[str, Any] | None:
     """The source commit and whether the tree had local changes (None outside a git checkout)."""
-    root = Path(__file__).resolve().parents[2]
+    root = REPO_ROOT
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10)

@@ -1,6 +1,6 @@
 """The ``transformers`` peers: ``generate()`` plain, with ``assistant_model`` (assisted generation)
 and with ``prompt_lookup_num_tokens`` — on the same target and draft weights, greedy, under the
-same layout masks (:class:`~voicespec.hf.LayoutMaskProcessor`), so their tokens must equal ours.
+same layout masks (:class:`~voicespec.lm.hf.LayoutMaskProcessor`), so their tokens must equal ours.
 
 Only flat layouts qualify: ``generate()`` knows one token per step, not codebook groups. Assisted
 generation runs with the draft's own generation settings (transformers' defaults: its adaptive
@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from ..drafters import Drafter, ModelDrafter, NGramDrafter
-from ..hf import LayoutMaskProcessor
-from ..layout import FlatLayout
-from ..lm import StepLM
-from ..sampling import SamplingConfig
-from .runner import Case, Run
+from voicespec.engine.drafters import Drafter, ModelDrafter, NGramDrafter
+from voicespec.lm.hf import LayoutMaskProcessor
+from voicespec.engine.layout import FlatLayout
+from voicespec.engine.step_lm import StepLM
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.bench.runner import Case, Run
 
 PLAIN = "hf generate"
 

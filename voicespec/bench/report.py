@@ -118,7 +118,7 @@ def write_outputs(result: dict[str, Any], out: Path, plots: bool = True) -> list
     paths[0].write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     images: list[Path] = []
     if plots:
-        from .plots import write_plots
+        from voicespec.bench.plots import write_plots
 
         images = write_plots(result, out)
     md = out / "report.md"

@@ -15,12 +15,12 @@ from typing import Protocol
 
 import torch
 
-from ..decoder import DecodeConfig, SpecDecoder
-from ..drafters import Drafter
-from ..layout import Prompt
-from ..lm import StepLM
-from ..sampling import SamplingConfig
-from ..stats import DecodeStats
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.drafters import Drafter
+from voicespec.engine.layout import Prompt
+from voicespec.engine.step_lm import StepLM
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.engine.stats import DecodeStats
 
 
 @dataclass(frozen=True)

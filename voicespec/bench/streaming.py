@@ -1,5 +1,5 @@
-"""Streaming as a listener hears it: text → :class:`~voicespec.synthesis.SynthesisStream` → chunk
-arrival times → a real-time player with a prebuffer (:func:`voicespec.client.playout`).
+"""Streaming as a listener hears it: text → :class:`~voicespec.pipeline.synthesis.SynthesisStream` → chunk
+arrival times → a real-time player with a prebuffer (:func:`voicespec.serve.client.playout`).
 
 TTFA counts from the request (front end included) to the first audio; an underrun is the player
 running dry before the next chunk arrives.
@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..client import LeadPoint, gaps, playout, playout_timeline
-from ..decoder import DecodeConfig
-from ..sampling import SamplingConfig
-from ..synthesis import SynthesisOptions, SynthesisStream
-from ..voice import Voice
-from .dist import percentiles
+from voicespec.serve.client import LeadPoint, gaps, playout, playout_timeline
+from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.synthesis import SynthesisOptions, SynthesisStream
+from voicespec.pipeline.voice import Voice
+from voicespec.bench.dist import percentiles
 
 
 @dataclass(frozen=True)

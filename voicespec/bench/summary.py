@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..stats import DecodeStats
-from .dist import ratio_summary
-from .ideal import alpha_from_trace, efficiency, ideal_speedup
-from .runner import Method, Run, mismatches
+from voicespec.engine.stats import DecodeStats
+from voicespec.bench.dist import ratio_summary
+from voicespec.bench.ideal import alpha_from_trace, efficiency, ideal_speedup
+from voicespec.bench.runner import Method, Run, mismatches
 
 
 @dataclass

@@ -15,7 +15,7 @@ Model: per-mel mean/variance normalization (statistics measured on the training 
 buffers), a stride-1 Conv1d front end (no time downsampling), a bidirectional GRU stack (or, with
 ``encoder="transformer"``, a pre-norm transformer encoder with sinusoidal positions) and a
 linear CTC head over ``1 + len(alphabet)`` classes. Class 0 is the CTC *blank*: it is the id that
-:class:`~voicespec.text.CharTokenizer` reserves for padding, so character ids are the tokenizer's
+:class:`~voicespec.frontend.text.CharTokenizer` reserves for padding, so character ids are the tokenizer's
 own ids ``1..len(alphabet)`` and ``tokenizer.decode`` reads the head's output directly. Defaults
 (2 convs of 256 channels, kernel 5; 3 BiGRU layers of 192 per direction) give 2.29 M parameters.
 Saved as a folder: ``config.json`` (with provenance in ``extra``) + ``model.safetensors``.
@@ -54,10 +54,10 @@ import torchaudio.transforms as T
 from torch import nn
 from torch.nn import functional as F
 
-from .common import TrainingRun, cosine_lr_factor, hardware
-from ..folders import FolderConfig, load_weights, save_folder
-from ..judge import corpus_error_rates, edit_distance  # noqa: F401 (shared scoring; re-exported)
-from ..text import DEFAULT_ALPHABET, CharTokenizer
+from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware
+from voicespec.folders import FolderConfig, load_weights, save_folder
+from voicespec.eval.judge import corpus_error_rates, edit_distance  # noqa: F401 (shared scoring; re-exported)
+from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
 
 MODEL_TYPE = "voicespec_ctc_asr"
 BLANK = 0  # CTC blank = CharTokenizer's padding id

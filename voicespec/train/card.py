@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..codec import Codec
+from voicespec.codec.model import Codec
 
 STOI_GOAL = 0.90
 
@@ -111,9 +111,9 @@ def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, co
     held-out metrics are measured again here, on this machine's CPU and the corpus as given: a run
     trained elsewhere (a GPU, a compressed copy of the corpus) is reported as the product will
     run it."""
-    from .codec import MelLoss, evaluate, load_corpus
-    from .common import hardware
-    from .samples import write_codec_samples
+    from voicespec.train.codec import MelLoss, evaluate, load_corpus
+    from voicespec.train.common import hardware
+    from voicespec.train.samples import write_codec_samples
 
     codec = Codec.from_folder(exported)
     heldout = load_corpus(data_dir, codec.sample_rate, "heldout")[:clips]

@@ -31,9 +31,9 @@ import torchaudio.functional as AF
 import torchaudio.transforms as T
 from torch.nn import functional as F
 
-from .common import TrainingRun, cosine_lr_factor, hardware
-from ..codec import DECODERS, Codec, CodecConfig, build_encodec
-from .vq import patch_codebooks
+from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware
+from voicespec.codec.model import DECODERS, Codec, CodecConfig, build_encodec
+from voicespec.train.vq import patch_codebooks
 
 DEFAULT_CODEC = CodecConfig(
     sample_rate=16000, n_filters=16, ratios=(8, 5, 4, 2), dimension=64, lstm=0, pad_mode="constant",

@@ -8,7 +8,7 @@ rebuilt anywhere; ``CORPUS_VERSION`` changes whenever the grammar would produce 
 
 Sentences are varied on purpose: narrative, dialogue in quotes, questions, exclamations,
 commands, lists, very short replies, and numbers written in digits (money, times, dates, years,
-counts, percentages, decimals, ordinals, addresses) that ``voicespec.text`` spells out. Each
+counts, percentages, decimals, ordinals, addresses) that ``voicespec.frontend.text`` spells out. Each
 ``Sentence`` keeps the raw text and the normalized text the model will read
 (``normalize(sanitize(raw))``); sentences whose words only differ by punctuation count as
 duplicates and are dropped.
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from voicespec.text import DEFAULT_ALPHABET, normalize, sanitize
+from voicespec.frontend.text import DEFAULT_ALPHABET, normalize, sanitize
 from voicespec.train import vocab
 
 CORPUS_VERSION = 2  # 2: broad vocabulary (CMUdict, Faker lists) and unseen words held out
@@ -595,7 +595,7 @@ def _literal_words(values: object) -> set[str]:
 
 def core_words() -> frozenset[str]:
     """Words the template grammar and the normalizer write themselves (never held out)."""
-    import voicespec.text as text
+    import voicespec.frontend.text as text
 
     found = set().union(*(_literal_words(v) for k, v in {**vars(text), **globals()}.items() if k.isupper() or k.startswith("_") and k[1:].isupper()))
     return frozenset(found)

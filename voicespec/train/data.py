@@ -364,7 +364,7 @@ def run_data(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m voicespec.train.data ARGS`` is ``voicespec train data ARGS``."""
-    from ..cli import main as cli_main
+    from voicespec.cli import main as cli_main
 
     return cli_main(["train", "data", *(sys.argv[1:] if argv is None else argv)])
 

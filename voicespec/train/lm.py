@@ -6,7 +6,7 @@ character (CTC forced alignment with the in-repo recognizer, 50 Hz = the codec's
 durations sum to ``T``). ``OUT/durations.jsonl`` holds the (ids, durations) items that
 ``voicespec train duration`` learns from.
 
-Target: a :class:`~voicespec.codec_lm.CodecLM` in the delay layout (one step per frame) with a
+Target: a :class:`~voicespec.lm.codec_lm.CodecLM` in the delay layout (one step per frame) with a
 frame-aligned text track, trained by teacher forcing (cross-entropy on all K heads, embedding
 dropout, AdamW, cosine over a time budget). Held-out metrics include the loss with *another*
 utterance's track: if the model ignored the text the two would be equal.
@@ -34,13 +34,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..codec import Codec
-from ..codec_lm import END_ROW, CodecLM, CodecLMConfig
-from ..duration import frame_track
-from ..layout import CoarseFirstLayout, DelayLayout
-from ..tiny import truncated_copy
-from .asr import align, length_batches, load_asr, load_utterances
-from .common import TrainingRun, cosine_lr_factor, hardware, pick_device, save_atomic
+from voicespec.codec.model import Codec
+from voicespec.lm.codec_lm import END_ROW, CodecLM, CodecLMConfig
+from voicespec.frontend.duration import frame_track
+from voicespec.engine.layout import CoarseFirstLayout, DelayLayout
+from voicespec.pipeline.tiny import truncated_copy
+from voicespec.train.asr import align, length_batches, load_asr, load_utterances
+from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, pick_device, save_atomic
 
 INFO_KEY = "voicespec_info"
 
@@ -109,15 +109,15 @@ def write_durations(out_dir: Path, examples: Sequence[Example]) -> None:
 
 
 def prepare_phonemes(data_dir: Path, codec: Codec, out_dir: Path, log=print) -> list[Example]:
-    """Phoneme ids (gruut, :mod:`voicespec.phonemes`) and frames per phoneme transferred from
+    """Phoneme ids (gruut, :mod:`voicespec.frontend.phonemes`) and frames per phoneme transferred from
     Piper's per-symbol alignment (:mod:`voicespec.train.phone_align`); cached like :func:`prepare`.
     Utterances whose alignment agrees on fewer than ``MIN_AGREEMENT`` of the characters are
     left out (and counted)."""
     import soundfile as sf
 
-    from ..phonemes import PHONEMIZER_VERSION, PhonemeTokenizer, phonemize
-    from .data import read_manifest, resample
-    from .phone_align import to_frames, transfer
+    from voicespec.frontend.phonemes import PHONEMIZER_VERSION, PhonemeTokenizer, phonemize
+    from voicespec.train.data import read_manifest, resample
+    from voicespec.train.phone_align import to_frames, transfer
 
     cache = out_dir / "prepared.pt"
     tokenizer = PhonemeTokenizer()
@@ -370,7 +370,7 @@ def heldout_ce(model: CodecLM, heldout: Sequence[LMSequence], chunk: int = 64) -
 def text_vocab(asr_dir: Path | None) -> int:
     """The LM's text vocabulary: the recognizer's characters, or the phoneme units without one."""
     if asr_dir is None:
-        from ..phonemes import PhonemeTokenizer
+        from voicespec.frontend.phonemes import PhonemeTokenizer
 
         return PhonemeTokenizer().vocab_size
     return load_asr(asr_dir).tokenizer.vocab_size

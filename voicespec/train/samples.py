@@ -11,8 +11,8 @@ import torch
 import torchaudio.functional as AF
 import torchaudio.transforms as T
 
-from ..audio import write_audio_atomic
-from ..codec import Codec
+from voicespec.audio import write_audio_atomic
+from voicespec.codec.model import Codec
 
 
 def heldout_clips(data_dir: Path, n: int) -> list[tuple[str, str, torch.Tensor, int]]:

@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..codec_lm import CodecLM
-from ..duration import load_duration
-from ..phonemes import PhonemeTokenizer
-from ..text import CharTokenizer
-from ..voice import DEFAULT_VOICE, Voice, VoiceConfig
-from .asr import load_asr
-from .card import DATA_NOTE
-from .lm import INFO_KEY
+from voicespec.lm.codec_lm import CodecLM
+from voicespec.frontend.duration import load_duration
+from voicespec.frontend.phonemes import PhonemeTokenizer
+from voicespec.frontend.text import CharTokenizer
+from voicespec.pipeline.voice import DEFAULT_VOICE, Voice, VoiceConfig
+from voicespec.train.asr import load_asr
+from voicespec.train.card import DATA_NOTE
+from voicespec.train.lm import INFO_KEY
 
 DRAFT_NAME = "distilled"
 SHARD = "16MB"  # shipped weight files stay well under 20 MiB each (git-friendly)

@@ -1,0 +1,1 @@
+"""The audio codec and its streaming decoders: verified frames in, PCM out, chunk by chunk."""

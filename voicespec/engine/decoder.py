@@ -1,0 +1,200 @@
+"""The speculative decoding loop: draft → verify (one target pass) → commit/rollback → adapt.
+
+γ = 0 is plain decoding through the same code, so the baseline every benchmark compares against
+differs from speculation only in whether drafts are proposed. Only verified steps ever leave the
+loop (as complete codec frames); the engine never touches audio.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from voicespec.engine.controller import AdaptiveGamma, Controller, ControllerConfig, FixedGamma
+from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
+from voicespec.engine.layout import FrameAssembler, Prompt
+from voicespec.engine.step_lm import LMSession, StepLM
+from voicespec.engine.policy import TokenPolicy
+from voicespec.engine.sampling import SamplingConfig, sample, warp
+from voicespec.engine.stats import DecodeStats
+from voicespec.engine.verify import Verdict, verify_greedy, verify_sampling
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    gamma: int | str = 4
+    max_steps: int = 2000
+    seed: int | None = None
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+
+    def __post_init__(self) -> None:
+        if self.gamma != "auto" and not (_is_int(self.gamma) and self.gamma >= 0):
+            raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {self.gamma!r}")
+        if not (_is_int(self.max_steps) and self.max_steps >= 1):
+            raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
+
+    def make_controller(self) -> Controller:
+        return AdaptiveGamma(self.controller) if self.gamma == "auto" else FixedGamma(int(self.gamma))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one verify pass committed: the new steps ``[m, G]`` and the frames ``[K, n]`` they
+    completed (n may be 0, e.g. while a delay layout fills its first frame)."""
+
+    steps: torch.Tensor
+    frames: torch.Tensor
+
+
+class SpecDecoder:
+    """Holds the target, the drafter and the configuration; each request is a :class:`Generation`."""
+
+    def __init__(self, target: StepLM, drafter: Drafter | None = None, config: DecodeConfig | None = None) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.config = config or DecodeConfig()
+        if drafter is not None and drafter.layout is not None and drafter.layout != target.layout:
+            raise ValueError(
+                f"drafter {drafter.name!r} does not match the target's vocabulary/layout: "
+                f"draft {drafter.layout} vs target {target.layout}"
+            )
+
+    def generate(self, prompt: Prompt, config: DecodeConfig | None = None) -> Generation:
+        return Generation(self, prompt, config or self.config)
+
+
+class Generation:
+    """One request: iterate to get :class:`Chunk` s; ``stats`` is live while it runs."""
+
+    def __init__(self, decoder: SpecDecoder, prompt: Prompt, config: DecodeConfig) -> None:
+        layout = decoder.target.layout
+        if prompt.steps.ndim != 2 or prompt.steps.shape[0] < 1 or prompt.steps.shape[1] != layout.groups:
+            raise ValueError(f"prompt steps must be [P >= 1, {layout.groups}], got {tuple(prompt.steps.shape)}")
+        self.layout = layout
+        self.config = config
+        self.policy = TokenPolicy(layout, config.sampling)
+        self.controller = config.make_controller()
+        self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+        # The fine stage draws from its own stream, so its codes depend only on the verified coarse
+        # codes, not on how many draws verification made (same frames with speculation on or off).
+        # Its seed is a multiplicative hash of the seed: torch's CPU generator keeps only the low 32
+        # bits, and neighbouring sentences count up from a base seed, so no plain offset is safe.
+        self.fine_generator = None if config.seed is None else \
+            torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
+        self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
+        self._every_code = torch.ones(layout.codebook_size, dtype=torch.bool)  # the fine stage's mask: no specials
+        self.stats = DecodeStats()
+        self.assembler = FrameAssembler(layout)
+        self.state = layout.initial_state(prompt)
+        self.n_prompt = prompt.steps.shape[0]
+        self._buf = torch.empty(self.n_prompt + config.max_steps, layout.groups, dtype=torch.long)
+        self._buf[: self.n_prompt] = prompt.steps
+        self.length = self.n_prompt
+        self._drafter = decoder.drafter
+        t0 = time.perf_counter()
+        self.target: LMSession = decoder.target.start(prompt)
+        self.draft_session: DraftSession | None = self._drafter.start(prompt) if self._drafter else None
+        self.stats.prefill_s = time.perf_counter() - t0
+        self.stats.total_s = self.stats.prefill_s
+
+    @property
+    def history(self) -> torch.Tensor:
+        """Every committed step, prompt steps first."""
+        return self._buf[: self.length]
+
+    @property
+    def generated(self) -> torch.Tensor:
+        return self._buf[self.n_prompt : self.length]
+
+    @property
+    def done(self) -> bool:
+        return self.layout.is_done(self.state) or self.length - self.n_prompt >= self.config.max_steps
+
+    def __iter__(self) -> Iterator[Chunk]:
+        while not self.done:
+            yield self.step()
+
+    def _draft(self, gamma: int) -> Draft:
+        if gamma == 0 or self.draft_session is None:
+            return Draft(self.history[:0])
+        ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator)
+        return self.draft_session.propose(ctx, gamma)
+
+    def _verify(self, draft: Draft) -> Verdict:
+        block = torch.cat([self.history[self.target.length :], draft.steps])
+        raw = self.target.forward(block)[-(draft.steps.shape[0] + 1) :]
+        self._fine_from = block.shape[0] - draft.steps.shape[0] - 1
+        warped = self.policy.warp(raw, self.state, draft.steps, self.generated)
+        if self.config.sampling.greedy:
+            return verify_greedy(draft.steps, warped)
+        return verify_sampling(draft.steps, draft.probs, self.policy.probs(warped), self.generator)
+
+    def step(self) -> Chunk:
+        """One draft-and-verify step; commits between 1 and γ+1 steps."""
+        t0 = time.perf_counter()
+        remaining = self.config.max_steps - (self.length - self.n_prompt)
+        gamma = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
+        draft = self._draft(gamma)
+        t1 = time.perf_counter()
+        verdict = self._verify(draft)
+        t2 = time.perf_counter()
+
+        old = self.length
+        new = self._commit(verdict.steps[:remaining])
+        keep = min(old + verdict.accepted_steps, self.length - 1)
+        self.target.truncate(keep)
+        if self.draft_session is not None:
+            self.draft_session.rollback(keep)
+        frames = self.assembler.pop(self.generated, self.state)
+        if self.layout.fine:
+            frames = self.target.fine_frames(frames[0], self._fine_from, self._pick_fine)
+
+        n_draft = draft.steps.shape[0]
+        self.controller.observe(n_draft, verdict.accepted_steps, t1 - t0, t2 - t1)
+        s = self.stats
+        s.target_passes += 1
+        s.generated_steps = self.length - self.n_prompt
+        s.frames = self.assembler.emitted
+        s.gammas.append(gamma)
+        s.record_draft(n_draft, verdict.accepted_steps, draft.steps.numel(), verdict.accepted_tokens)
+        s.draft_s += t1 - t0
+        s.verify_s += t2 - t1
+        s.total_s += time.perf_counter() - t0
+        if self.done:
+            s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
+        return Chunk(new, frames)
+
+    def _pick_fine(self, logits: torch.Tensor) -> torch.Tensor:
+        """A fine-stage code from logits ``[C]``, warped like the coarse codes (no repetition
+        penalty: the fine stage has no history), from the fine stage's own stream."""
+        s = self.config.sampling
+        x = warp(logits, self._every_code, s)
+        return x.argmax() if s.greedy else sample(x.softmax(-1), self.fine_generator)
+
+    def _commit(self, steps: torch.Tensor) -> torch.Tensor:
+        """Append steps up to the end of the utterance; return those appended."""
+        n = 0
+        for step in steps:
+            if self.layout.is_done(self.state):
+                break
+            self.state = self.layout.advance(self.state, step)
+            n += 1
+        self._buf[self.length : self.length + n] = steps[:n]
+        self.length += n
+        return steps[:n]
+
+    def run(self) -> torch.Tensor:
+        """Decode to the end; return all frames ``[K, T]``."""
+        chunks = [c.frames for c in self]
+        K = self.layout.n_codebooks
+        return torch.cat(chunks, dim=1) if chunks else torch.empty(K, 0, dtype=torch.long)

@@ -1,0 +1,75 @@
+"""What every drafter sees and returns. A new drafter is one file implementing :class:`Drafter`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from voicespec.engine.layout import LayoutState, Prompt, TokenLayout
+from voicespec.engine.policy import TokenPolicy
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    """The committed request state at the moment of drafting.
+
+    ``history``: every committed step, prompt steps first (``[N, G]``; the last one is pending in
+    the caches). ``n_prompt``: how many of them are prompt steps. ``state``: the layout state after
+    the generated steps.
+    """
+
+    history: torch.Tensor
+    n_prompt: int
+    state: LayoutState
+    policy: TokenPolicy
+    generator: torch.Generator | None
+
+    @property
+    def generated(self) -> torch.Tensor:
+        return self.history[self.n_prompt :]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """Proposed steps ``[γ', G]`` (γ' ≤ γ, possibly 0) and, for sampling with a stochastic
+    drafter, the probabilities they were drawn from (``[γ', G, V]``); None means one-hot."""
+
+    steps: torch.Tensor
+    probs: torch.Tensor | None = None
+
+
+class DraftSession(Protocol):
+    """A drafter's per-request state (caches, indexes)."""
+
+    def propose(self, ctx: DraftContext, gamma: int) -> Draft:
+        """Up to ``gamma`` steps continuing ``ctx.history``."""
+
+    def rollback(self, keep: int) -> None:
+        """Only the first ``keep`` steps of the history are still valid (the rest was rejected)."""
+
+
+class Drafter(Protocol):
+    """Shared across requests (holds weights, settings); ``start`` makes the per-request part.
+
+    ``layout``: the layout the drafter's model was trained for, or None when it works with any.
+    """
+
+    name: str
+    layout: TokenLayout | None
+
+    def start(self, prompt: Prompt) -> DraftSession: ...
+
+
+def legal_prefix(ctx: DraftContext, steps: torch.Tensor) -> torch.Tensor:
+    """The longest prefix of ``steps`` whose every token is legal where it would land, and that
+    stops at the end of the utterance. A draft token the target may not emit can never be accepted,
+    so proposing it would only waste verify work."""
+    layout = ctx.policy.layout
+    state = ctx.state
+    for i, step in enumerate(steps):
+        if layout.is_done(state) or not bool(layout.mask(state).gather(1, step.unsqueeze(1)).all()):
+            return steps[:i]
+        state = layout.advance(state, step)
+    return steps

@@ -1,0 +1,98 @@
+"""Exact acceptance rules for a block of drafted steps (pure functions).
+
+Tokens inside a step are walked codebook by codebook, steps in order; the first rejected token
+ends the block. The step it belongs to is completed from the target's own distributions (the
+tokens of one step are conditionally independent given the prefix, see ``layout.DelayLayout``),
+so every verify pass commits at least one full step and at most ``γ + 1``.
+
+Greedy: accept while the draft equals the target's argmax. Sampling: Leviathan et al. 2023 /
+Chen et al. 2023 — accept ``d`` with probability ``min(1, p(d)/q(d))``, on rejection draw from
+``norm(max(0, p - q))``, and draw a bonus step from the target when the whole block is accepted.
+A deterministic drafter passes ``q=None`` and is treated as one-hot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from voicespec.engine.sampling import sample
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of verifying one block.
+
+    ``steps``: ``[n, G]`` steps to commit (accepted drafts, then one step of the target's own).
+    ``accepted_steps``: leading draft steps accepted whole. ``accepted_tokens``: draft tokens
+    accepted (codebook granularity; counts a partially accepted step's leading codebooks).
+    """
+
+    steps: torch.Tensor
+    accepted_steps: int
+    accepted_tokens: int
+
+
+def _first_rejection(accepted: torch.Tensor) -> int:
+    """Index into the row-major flattening of ``accepted`` (``[γ, G]``) of the first False."""
+    flat = accepted.reshape(-1)
+    bad = (~flat).nonzero()
+    return int(bad[0]) if bad.numel() else flat.numel()
+
+
+def _assemble(draft: torch.Tensor, m: int, fill: torch.Tensor, G: int) -> Verdict:
+    """Steps = drafts up to flat index ``m``, then ``fill`` (``[G]``) completes step ``m // G``."""
+    i, k = divmod(m, G)
+    last = fill.clone()
+    if k:
+        last[:k] = draft[i, :k]
+    steps = torch.cat([draft[:i], last.unsqueeze(0)])
+    return Verdict(steps=steps, accepted_steps=i, accepted_tokens=m)
+
+
+def verify_greedy(draft: torch.Tensor, logits: torch.Tensor) -> Verdict:
+    """``draft``: ``[γ, G]``; ``logits``: warped target logits ``[γ+1, G, V]``."""
+    G = logits.shape[1]
+    best = logits.argmax(-1)
+    m = _first_rejection(draft == best[: draft.shape[0]])
+    return _assemble(draft, m, best[m // G], G)
+
+
+def residual(p: torch.Tensor, q: torch.Tensor | None, token: int) -> torch.Tensor:
+    """``norm(max(0, p - q))`` for one position (``[V]``); ``q=None`` means one-hot at ``token``.
+
+    When p and q agree so closely that nothing is left (a rejection then has probability ~0 and
+    arises only from rounding), fall back to p itself, which is what the rule tends to.
+    """
+    if q is None:
+        r = p.clone()
+        r[token] = 0
+    else:
+        r = (p - q).clamp_min(0)
+    total = r.sum()
+    return r / total if total > 0 else p
+
+
+def verify_sampling(
+    draft: torch.Tensor,
+    q: torch.Tensor | None,
+    p: torch.Tensor,
+    generator: torch.Generator | None,
+) -> Verdict:
+    """Speculative sampling over a block.
+
+    ``draft``: ``[γ, G]``; ``q``: draft probabilities ``[γ, G, V]`` or None (deterministic drafter);
+    ``p``: target probabilities ``[γ+1, G, V]``. The output is distributed exactly as steps drawn
+    one by one from ``p``.
+    """
+    gamma, G = draft.shape
+    u = torch.rand(gamma, G, generator=generator, dtype=p.dtype)
+    p_d = p[:gamma].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
+    q_d = torch.ones_like(p_d) if q is None else q.gather(-1, draft.unsqueeze(-1)).squeeze(-1)
+    m = _first_rejection(u * q_d < p_d)
+    i, k = divmod(m, G)
+    dist = p[i].clone()
+    if m < gamma * G:
+        dist[k] = residual(p[i, k], None if q is None else q[i, k], int(draft[i, k]))
+    return _assemble(draft, m, sample(dist, generator), G)

@@ -1,0 +1,1 @@
+"""Quality measurement: metrics with their conventions, the independent judge, ``voicespec evaluate``."""

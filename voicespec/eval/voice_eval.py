@@ -1,0 +1,225 @@
+"""Honest quality numbers for a voice: ``voicespec evaluate``.
+
+Two sentence sets: *held-out* teacher sentences (texts the LM never trained on) and *unseen-word*
+sentences made only of words that never occur in training (:mod:`voicespec.train.vocab`; the
+teacher speaks them here). For each, the independent judge (PocketSphinx, :mod:`voicespec.eval.judge`)
+transcribes (a) the teacher audio, (b) its codec resynthesis and (c) the voice's own speech,
+decoded with speculation off and on and greedily; word and character error rates are corpus-level.
+Given ``--asr``, the in-repo CTC recognizer's CER is reported too (a kinder judge: it was trained on
+the teacher). MCD-DTW compares generated and resynthesized speech with the teacher's. Greedy
+decoding must give the same frames with and without speculation (checked per sentence); sampled
+decoding gives a different draw of the same distribution, so its numbers are reported for both and
+should agree within noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torchaudio.functional as AF
+import torchaudio.transforms as T
+
+from voicespec.audio import write_audio_atomic
+from voicespec.engine.decoder import DecodeConfig
+from voicespec.eval.judge import PocketSphinxJudge, default_judge
+from voicespec.eval.quality import cer_report, mcd_dtw
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
+from voicespec.train.samples import heldout_clips
+from voicespec.pipeline.voice import Voice
+
+ROWS = ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")
+
+
+def _generate(synth: Synthesizer, text: str, decode: DecodeConfig, drafter: str) -> tuple[torch.Tensor, Any]:
+    stream = synth.stream(text, SynthesisOptions(decode, drafter=drafter))
+    chunks = [c.pcm for c in stream]
+    return (torch.cat(chunks) if chunks else torch.zeros(0)), stream
+
+
+def speculative_default(voice: Voice) -> str:
+    """The drafter the speculative rows use: the voice's default if it drafts at all, else its
+    first shipped draft model, else n-gram (a voice that decodes plainly by default still gets
+    its speculation and exactness measured)."""
+    if voice.config.default_drafter != "none":
+        return voice.config.default_drafter
+    models = [name for name in voice.drafter_names if name not in ("none", "ngram")]
+    return models[0] if models else "ngram"
+
+
+def unseen_clips(n: int, seed: int = 0) -> list[tuple[str, str, torch.Tensor, int]]:
+    """(id, text, teacher audio, rate) of ``n`` unseen-word sentences, spoken by the teacher now
+    (needs the ``train`` extra)."""
+    from voicespec.train.corpus import core_words
+    from voicespec.train.data import PiperTeacher
+    from voicespec.train.vocab import unseen_word_sentences
+    from voicespec.frontend.text import normalize, sanitize
+
+    teacher = PiperTeacher(seed=seed)
+    out = []
+    for i, raw in enumerate(unseen_word_sentences(n, seed, core_words())):
+        text = normalize(sanitize(raw))
+        spoken = teacher.synthesize(text, key=f"unseen{i}")
+        out.append((f"unseen{i:03d}", text, torch.from_numpy(spoken.audio), spoken.sample_rate))
+    return out
+
+
+def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = None, log=print,
+                 closed: bool = False) -> dict[str, Any]:
+    """Every row of one sentence set, judged by PocketSphinx (and by ``asr`` when given); with
+    ``closed`` also by a closed-set judge over the set's own words (``closed_wer``/``closed_cer``)."""
+    synth = Synthesizer(voice)
+    rate = voice.codec.sample_rate
+    sampled = DecodeConfig(voice.sampling, gamma="auto", seed=seed)
+    greedy = DecodeConfig(SamplingConfig(temperature=0), gamma="auto", seed=seed)
+    rows: dict[str, list] = {k: [] for k in ROWS}
+    mcd: dict[str, list[float]] = {"resynth": [], "sampled_plain": [], "sampled_spec": []}
+    rtf: dict[str, list[float]] = {"sampled_plain": [], "sampled_spec": [], "greedy_plain": []}
+    greedy_mismatches = 0
+    for i, (clip_id, text, audio, sr) in enumerate(clips):
+        x = AF.resample(audio, sr, rate) if sr != rate else audio
+        y = voice.codec.decode(voice.codec.encode(x))[: x.shape[0]]
+        rows["teacher"].append((text, x, rate))
+        rows["resynth"].append((text, y, rate))
+        mcd["resynth"].append(mcd_dtw(x, y, rate))
+        for key, config, name in (("sampled_plain", replace(sampled, gamma=0, seed=seed + 100 * i), "none"),
+                                  ("sampled_spec", replace(sampled, seed=seed + 100 * i), drafter)):
+            pcm, stream = _generate(synth, text, config, name)
+            rows[key].append((text, pcm, rate))
+            mcd[key].append(mcd_dtw(x, pcm, rate))
+            rtf[key].append(stream.stats.rtf)
+        plain_pcm, plain = _generate(synth, text, replace(greedy, gamma=0), "none")
+        _, spec = _generate(synth, text, greedy, drafter)
+        same = len(plain.frames) == len(spec.frames) and all(torch.equal(a, b) for a, b in zip(plain.frames, spec.frames))
+        greedy_mismatches += not same
+        rows["greedy_plain"].append((text, plain_pcm, rate))
+        rtf["greedy_plain"].append(plain.stats.rtf)
+        log(f"{clip_id}: {text[:50]!r} greedy spec == plain: {same}")
+    judge = default_judge()
+    closed_judge = PocketSphinxJudge(vocabulary=[text for _, text, _, _ in clips]) if closed else None
+    report: dict[str, Any] = {"utterances": len(clips)}
+    for key, items in rows.items():
+        j = judge.judge(items)
+        report[key] = {"wer": round(j.wer, 4), "cer": round(j.cer, 4), "examples": j.items[:3]}
+        if closed_judge is not None:
+            c = closed_judge.judge(items)
+            report[key].update(closed_wer=round(c.wer, 4), closed_cer=round(c.cer, 4))
+        if asr is not None:
+            report[key]["inrepo_cer"] = round(cer_report(asr, items)["cer"], 4)
+        if key in mcd:
+            report[key]["mcd_dtw_db"] = round(statistics.median(mcd[key]), 2)
+        if key in rtf:
+            report[key]["rtf_median"] = round(statistics.median(rtf[key]), 3)
+    report["greedy_spec_equals_plain"] = greedy_mismatches == 0
+    report["greedy_mismatches"] = greedy_mismatches
+    report["wer_gap_generated_vs_resynth"] = round(report["sampled_plain"]["wer"] - report["resynth"]["wer"], 4)
+    return report
+
+
+def evaluate_voice(voice: Voice, data_dir: Path, n: int = 12, n_unseen: int = 12, drafter: str | None = None,
+                   seed: int = 0, asr_dir: Path | None = None, log=print) -> dict[str, Any]:
+    """The report of ``voicespec evaluate``: one section per sentence set."""
+    asr = None
+    if asr_dir is not None:
+        from voicespec.train.asr import load_asr
+
+        asr = load_asr(asr_dir)
+    drafter = drafter or speculative_default(voice)
+    report: dict[str, Any] = {"voice": voice.name, "drafter": drafter, "sampling": voice.config.sampling,
+                              "seed": seed, "judge": "pocketsphinx en-us (bundled models)"}
+    report["heldout"] = evaluate_set(voice, heldout_clips(data_dir, n), drafter, seed, asr, log)
+    if n_unseen:
+        report["unseen_words"] = evaluate_set(voice, unseen_clips(n_unseen, seed), drafter, seed, asr, log, closed=True)
+    return report
+
+
+def write_voice_samples(voice: Voice, prompts: list[str], data_dir: Path | None, out_dir: Path,
+                        seed: int = 0) -> list[Path]:
+    """``voice-NN.wav`` for each prompt with the voice's default settings, and (given a teacher
+    corpus) ``voice-mels.png``: teacher vs codec vs generated mel spectrograms of one held-out
+    sentence."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    synth = Synthesizer(voice)
+    written = []
+    for i, text in enumerate(prompts):
+        decode = DecodeConfig(voice.sampling, seed=seed + i)
+        pcm, _ = _generate(synth, text, decode, voice.config.default_drafter)
+        path = out_dir / f"voice-{i:02d}.wav"
+        write_audio_atomic(path, pcm, voice.codec.sample_rate)
+        written.append(path)
+    if data_dir is not None:
+        written.append(_mel_figure(voice, synth, data_dir, out_dir / "voice-mels.png", seed))
+    return written
+
+
+def _mel_figure(voice: Voice, synth: Synthesizer, data_dir: Path, png: Path, seed: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    (clip_id, text, audio, sr), = heldout_clips(data_dir, 1)
+    rate = voice.codec.sample_rate
+    x = AF.resample(audio, sr, rate) if sr != rate else audio
+    y = voice.codec.decode(voice.codec.encode(x))[: x.shape[0]]
+    g, _ = _generate(synth, text, DecodeConfig(voice.sampling, seed=seed), voice.config.default_drafter)
+    mel = T.MelSpectrogram(rate, n_fft=1024, hop_length=256, n_mels=80)
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7.5))
+    for ax, (sig, name) in zip(axes, ((x, "teacher (Piper)"), (y, "codec resynthesis"), (g, "generated (codec LM)"))):
+        ax.imshow(torch.log(mel(sig) + 1e-5).numpy(), origin="lower", aspect="auto", cmap="magma")
+        ax.set_title(f"{name} — held-out {clip_id}: {text[:70]}", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
+    return png
+
+
+def add_evaluate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--voice", help="voice folder or name (default: the shipped default voice)")
+    p.add_argument("--asr", help="also report the in-repo CTC recognizer's CER (a recognizer folder)")
+    p.add_argument("--data", required=True, help="teacher corpus (its held-out split is evaluated)")
+    p.add_argument("--n", type=int, default=12, help="held-out sentences (default 12)")
+    p.add_argument("--unseen", type=int, default=12,
+                   help="unseen-word sentences, spoken by the teacher now (default 12; 0: skip)")
+    p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's default "
+                                                 "drafter, or its first draft model if that is none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="JSON report")
+    p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "
+                                      "voice-mels.png (teacher vs codec vs generated)")
+    p.add_argument("--prompts", default="samples/prompts.txt", help="one text per line, for --samples")
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from voicespec.pipeline.voice import load_voice
+
+    t0 = time.perf_counter()
+    voice = load_voice(args.voice)
+    report = evaluate_voice(voice, Path(args.data), args.n, args.unseen, args.drafter, args.seed,
+                            args.asr and Path(args.asr))
+    report["wall_s"] = round(time.perf_counter() - t0, 1)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    for section in ("heldout", "unseen_words"):
+        if section not in report:
+            continue
+        print(f"{section} ({report[section]['utterances']} sentences), judged by PocketSphinx:")
+        for key in ROWS:
+            r = report[section][key]
+            extra = "".join(f"  {k} {r[k]:.2f}" for k in ("closed_wer", "inrepo_cer", "mcd_dtw_db", "rtf_median") if k in r)
+            print(f"  {key:14s} WER {r['wer']:.3f}  CER {r['cer']:.3f}{extra}")
+        print(f"  greedy speculative == plain on every sentence: {report[section]['greedy_spec_equals_plain']}")
+    if args.samples:
+        prompts = [line.strip() for line in Path(args.prompts).read_text().splitlines() if line.strip()]
+        written = write_voice_samples(voice, prompts, Path(args.data), Path(args.samples), args.seed)
+        print(f"wrote {len(written)} sample files to {args.samples}")
+    return 0

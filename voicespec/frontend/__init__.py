@@ -1,0 +1,1 @@
+"""Front end: text in, model units out — sanitize, normalize, split, phonemize, durations."""

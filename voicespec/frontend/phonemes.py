@@ -1,0 +1,122 @@
+"""Phonemes as the model's units: normalized words to IPA phonemes with ``gruut`` (MIT, offline).
+
+Our normalizer (:mod:`voicespec.frontend.text`) stays the one place that decides *which words* are spoken
+("$3.50" -> "three dollars and fifty cents"); gruut only decides *how a word sounds*: its lexicon
+(CMUdict-derived) for known words and its neural G2P for any other ("Okafor" -> ˈoʊ k ə f ɚ), so
+a phoneme voice can say words it never heard. Nothing GPL is involved (no espeak-ng).
+
+Units: one per phoneme, with stress kept on the vowel that carries it (``ˈæ``, ``ˌoʊ``, ``æ`` are
+three units: stress is how English marks emphasis), a word boundary ``" "`` between words, and
+punctuation kept as breaks: ``,`` (also for ``;`` ``:`` ``-``), ``.``, ``?``, ``!`` — the last two
+change intonation. Id 0 is padding, as for the character tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+WORD = " "
+BREAKS = {",": ",", ";": ",", ":": ",", "-": ",", ".": ".", "?": "?", "!": "!"}
+STRESS = ("ˈ", "ˌ")
+LANG = "en-us"
+PHONEMIZER_VERSION = 3  # bump when phonemize() would give other units for the same text
+
+
+def default_units() -> tuple[str, ...]:
+    """Breaks, the word boundary, every phoneme, and each vowel with primary/secondary stress."""
+    from gruut_ipa import Phonemes
+
+    phonemes = list(Phonemes.from_language(LANG))
+    vowels = [p.text for p in phonemes if p.vowel is not None or p.dipthong is not None or p.schwa is not None]
+    stressed = [s + v for v in vowels for s in STRESS]
+    return (WORD, *dict.fromkeys(BREAKS.values()), *(p.text for p in phonemes), *stressed)
+
+
+def _plain(unit: str) -> str:
+    """``unit`` without stress or combining marks (the fallback for a rarer gruut symbol)."""
+    u = "".join(c for c in unicodedata.normalize("NFD", unit) if c not in STRESS and not unicodedata.combining(c))
+    return u.replace("ɝ", "ɚ").replace("ᵻ", "ɪ").replace("ɾ", "t").replace("ɐ", "ə")
+
+
+def phonemize(text: str) -> list[str]:
+    """Normalized text to units: phonemes per word, ``" "`` between words, punctuation breaks.
+
+    One gruut pass over the whole sentence, so its part-of-speech tagger picks between readings
+    ("excuse" /z/ as a verb, /s/ as a noun) and the per-sentence cost is paid once (28 ms a sentence, measured on a busy machine).
+    """
+    from gruut import sentences
+
+    units: list[str] = []
+    text = re.sub(r"(?<=\w)-(?=\w)", " ", text)  # "twenty-second": two words, no pause
+    text = re.sub(r"\s+-+\s+", ", ", text)  # a dash between words is a pause
+    for sentence in sentences(text, lang=LANG):
+        for word in sentence:
+            if word.is_break or word.is_punctuation or not word.phonemes:
+                mark = BREAKS.get(word.text.strip())
+                if mark is not None:
+                    if units and units[-1] == WORD:
+                        units.pop()
+                    if units and units[-1] not in BREAKS.values():
+                        units.append(mark)
+                continue
+            if units and units[-1] != WORD:
+                units.append(WORD)
+            units += word.phonemes
+            units.append(WORD)
+    while units and units[-1] == WORD:
+        units.pop()
+    return units
+
+
+@dataclass(frozen=True)
+class PhonemeTokenizer:
+    """Normalized text to phoneme-unit ids ``1..len(units)`` (0 is padding)."""
+
+    units: tuple[str, ...] = field(default_factory=default_units)
+    kind: str = field(default="phonemes", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "units", tuple(self.units))
+        if len(set(self.units)) != len(self.units) or WORD not in self.units:
+            raise ValueError("phoneme units must be distinct and include the word boundary ' '")
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.units) + 1
+
+    @property
+    def _index(self) -> dict[str, int]:
+        return _index_of(self.units)
+
+    def ids_of(self, units: list[str]) -> list[int]:
+        """Unit strings to ids; a symbol outside the inventory falls back to its plain form
+        (stress and diacritics removed) and is dropped if even that is unknown."""
+        index, out = self._index, []
+        for u in units:
+            i = index.get(u) or index.get(_plain(u)) or index.get(_plain(u)[:1])
+            if i is not None:
+                out.append(i)
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        return self.ids_of(phonemize(text))
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.units[i - 1] for i in ids if 0 < i <= len(self.units))
+
+    def is_speakable(self, ids: list[int]) -> bool:
+        """Whether the ids hold at least one phoneme (not only breaks and boundaries)."""
+        silent = {WORD, *BREAKS.values()}
+        return any(0 < i <= len(self.units) and self.units[i - 1] not in silent for i in ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "units": list(self.units), "lang": LANG}
+
+
+@lru_cache(maxsize=8)
+def _index_of(units: tuple[str, ...]) -> dict[str, int]:
+    return {u: i + 1 for i, u in enumerate(units)}

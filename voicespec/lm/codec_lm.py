@@ -1,0 +1,291 @@
+"""The codec LM for delay/parallel and coarse-first layouts, built from ``transformers`` parts.
+
+A Llama backbone reads a text prefix (its own embedding) followed by codec steps, each step
+embedded as the sum of K per-codebook embeddings; K linear heads predict the K tokens of the next
+step. With ``track_positions > 0`` every step also carries a *frame-aligned text track* (the
+character the predicted frame belongs to, the next one, and the frame's position inside its
+character; :func:`voicespec.frontend.duration.frame_track`): the alignment is given, not learned by
+attention, which a small model on a CPU budget cannot learn from minutes of speech.
+
+With ``coarse_first`` the backbone reads and predicts codebook 0 only (one token per step, see
+:class:`~voicespec.engine.layout.CoarseFirstLayout`) and a :class:`FineStage` adds codebooks 1..K-1 of
+each verified frame from the backbone's hidden state — VALL-E's AR/NAR split made per frame so it
+streams, with Moshi's depth stage as the model. It is a ``PreTrainedModel``, so
+``save_pretrained``/``from_pretrained`` give an HF-style folder (``config.json`` +
+``model.safetensors``), and it registers with the Auto classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, PretrainedConfig, PreTrainedModel
+
+from voicespec.engine.layout import CoarseFirstLayout, DelayLayout, Prompt
+from voicespec.engine.step_lm import LMSession
+
+
+class CodecLMConfig(PretrainedConfig):
+    model_type = "voicespec_codec_lm"
+
+    def __init__(
+        self,
+        text_vocab_size: int = 256,
+        n_codebooks: int = 4,
+        codebook_size: int = 1024,
+        delays: list[int] | None = None,
+        min_frames: int = 0,
+        track_positions: int = 0,
+        coarse_first: bool = False,
+        fine_width: int = 256,
+        fine_stage: bool = True,
+        hidden_size: int = 256,
+        num_hidden_layers: int = 4,
+        num_attention_heads: int = 4,
+        num_key_value_heads: int | None = None,
+        intermediate_size: int | None = None,
+        max_position_embeddings: int = 4096,
+        rope_theta: float = 10000.0,
+        initializer_range: float = 0.02,
+        **kwargs: Any,
+    ) -> None:
+        self.text_vocab_size = text_vocab_size
+        self.n_codebooks = n_codebooks
+        self.codebook_size = codebook_size
+        self.delays = list(range(n_codebooks)) if delays is None else list(delays)
+        self.min_frames = min_frames
+        self.track_positions = track_positions
+        self.coarse_first = coarse_first
+        self.fine_width = fine_width
+        self.fine_stage = fine_stage  # False: a coarse-first draft, which proposes codebook 0 only
+        if coarse_first and n_codebooks < 2:
+            raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads or num_attention_heads
+        self.intermediate_size = intermediate_size or 4 * hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.rope_theta = rope_theta
+        self.initializer_range = initializer_range
+        super().__init__(**kwargs)
+
+    @property
+    def layout(self) -> DelayLayout | CoarseFirstLayout:
+        if self.coarse_first:
+            return CoarseFirstLayout(self.n_codebooks, self.codebook_size, self.min_frames)
+        return DelayLayout(self.n_codebooks, self.codebook_size, tuple(self.delays), self.min_frames)
+
+    def backbone_config(self) -> LlamaConfig:
+        return LlamaConfig(
+            vocab_size=1,  # inputs arrive as embeddings; the backbone's own table is unused
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            intermediate_size=self.intermediate_size,
+            max_position_embeddings=self.max_position_embeddings,
+            rope_theta=self.rope_theta,
+            initializer_range=self.initializer_range,
+            pad_token_id=None,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
+
+
+class FineStage(nn.Module):
+    """Codebooks 1..K-1 of a frame from the backbone's hidden state ``h`` (the one that predicted
+    the frame's coarse code), that coarse code, and the previous frame's K codes: one small MLP
+    per codebook, each reading the codes of the codebooks before it (depth-causal, so sampling
+    codebook by codebook is exact ancestral sampling of the trained factorization).
+    """
+
+    def __init__(self, hidden: int, n_codebooks: int, codebook_size: int, width: int) -> None:
+        super().__init__()
+        self.K, self.C = n_codebooks, codebook_size
+        self.inp = nn.Linear(hidden, width)
+        self.codes = nn.Embedding(max(n_codebooks - 1, 1) * codebook_size, width)  # this frame, codebooks 0..K-2
+        self.prev = nn.Embedding(n_codebooks * (codebook_size + 1), width)  # last frame; C = none yet
+        self.depth = nn.ModuleList(
+            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, codebook_size))
+            for _ in range(n_codebooks - 1))
+
+    def _base(self, h: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        offsets = torch.arange(self.K, device=prev.device) * (self.C + 1)
+        return self.inp(h) + self.prev(prev + offsets).sum(-2)
+
+    def logits(self, h: torch.Tensor, codes: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits ``[N, K-1, C]`` for ``h [N, D]``, ``codes [N, K]``, ``prev [N, K]``."""
+        offsets = torch.arange(self.K - 1, device=codes.device) * self.C
+        x = self._base(h, prev)[:, None] + self.codes(codes[:, :-1] + offsets).cumsum(1)  # [N, K-1, W]
+        return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
+
+    def generate(self, h: torch.Tensor, coarse: torch.Tensor, prev: torch.Tensor,
+                 pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Frames ``[K, N]`` for ``h [N, D]`` and ``coarse [N]``, in order, from ``prev [K]`` (the
+        frame before the first; C where there is none). ``pick`` maps logits ``[C]`` to an id."""
+        frames = torch.empty(self.K, coarse.shape[0], dtype=torch.long, device=h.device)
+        frames[0] = coarse
+        base, offsets = self.inp(h), torch.arange(self.K, device=h.device) * (self.C + 1)
+        for n in range(coarse.shape[0]):
+            x = base[n] + self.prev(prev + offsets).sum(0)
+            for k, mlp in enumerate(self.depth, start=1):
+                x = x + self.codes.weight[(k - 1) * self.C + frames[k - 1, n]]
+                frames[k, n] = pick(mlp(x))
+            prev = frames[:, n]
+        return frames
+
+
+class CodecLM(PreTrainedModel):
+    config_class = CodecLMConfig
+    base_model_prefix = "codec_lm"
+    _supports_sdpa = True
+
+    def __init__(self, config: CodecLMConfig) -> None:
+        super().__init__(config)
+        layout = config.layout
+        self.n_codebooks = layout.groups  # tokens per step: K, or 1 when coarse-first
+        self.head_vocab = layout.vocab_size
+        self.backbone = LlamaModel(config.backbone_config())
+        self.text_embed = nn.Embedding(config.text_vocab_size, config.hidden_size)
+        self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
+        self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
+        self.fine = FineStage(config.hidden_size, config.n_codebooks, config.codebook_size, config.fine_width) \
+            if config.coarse_first and config.fine_stage else None
+        if config.track_positions:
+            self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
+            self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
+        self.post_init()
+
+    @property
+    def aligned(self) -> bool:
+        return bool(self.config.track_positions)
+
+    def drop_fine_stage(self) -> CodecLM:
+        """Remove the fine stage (in place): a draft of a coarse-first target proposes coarse codes
+        only, so it need not carry (or ship) one."""
+        self.fine = None
+        self.config.fine_stage = False
+        return self
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.heads
+
+    def embed_track(self, track: torch.Tensor) -> torch.Tensor:
+        """``track [B, T, 4]`` (unit, next unit, frames since, frames until) to ``[B, T, D]``."""
+        V, P = self.config.text_vocab_size, self.config.track_positions
+        if int(track[..., :2].max()) >= V or int(track.min()) < 0 or int(track[..., 2:].max()) >= P:
+            raise ValueError(f"track units must lie in [0, {V}) and positions in [0, {P})")
+        units = self.track_units(track[..., :2] + torch.tensor([0, V], device=track.device)).sum(2)
+        return units + self.track_pos(track[..., 2:] + torch.tensor([0, P], device=track.device)).sum(2)
+
+    def embed(self, text_ids: torch.Tensor | None, codes: torch.Tensor | None,
+              track: torch.Tensor | None = None) -> torch.Tensor:
+        """``text_ids [B, S]`` and/or ``codes [B, T, K]`` (plus ``track [B, T, 4]`` for an aligned
+        model) to input embeddings ``[B, S+T, D]``."""
+        if self.aligned and codes is not None and codes.shape[1] and (track is None or track.shape[:2] != codes.shape[:2]):
+            raise ValueError("an aligned codec LM needs a track row for every code step")
+        parts = []
+        if text_ids is not None and text_ids.shape[1]:
+            if int(text_ids.max()) >= self.config.text_vocab_size or int(text_ids.min()) < 0:
+                raise ValueError(f"text ids must lie in [0, {self.config.text_vocab_size})")
+            parts.append(self.text_embed(text_ids))
+        if codes is not None and codes.shape[1]:
+            # Offsets computed here, not kept as a buffer: from_pretrained does not restore
+            # non-persistent buffers it builds on the meta device.
+            offsets = torch.arange(self.n_codebooks, device=codes.device) * self.head_vocab
+            steps = self.code_embed(codes + offsets).sum(2)
+            parts.append(steps + self.embed_track(track) if self.aligned else steps)
+        return torch.cat(parts, dim=1)
+
+    def forward(
+        self,
+        text_ids: torch.Tensor | None = None,
+        codes: torch.Tensor | None = None,
+        track: torch.Tensor | None = None,
+        cache: Any = None,
+        use_cache: bool = False,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        """Logits ``[B, S+T, G, V]`` for every input position, and the cache."""
+        logits, cache, _ = self.forward_hidden(text_ids, codes, track, cache, use_cache, **kwargs)
+        return logits, cache
+
+    def forward_hidden(self, text_ids: torch.Tensor | None = None, codes: torch.Tensor | None = None,
+                       track: torch.Tensor | None = None, cache: Any = None, use_cache: bool = False,
+                       **kwargs: Any) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """As :meth:`forward`, plus the final hidden states ``[B, S+T, D]`` (the fine stage's input)."""
+        hidden = self.embed(text_ids, codes, track)
+        out = self.backbone(inputs_embeds=hidden, cache=cache, use_cache=use_cache, **kwargs)
+        h = out.last_hidden_state
+        logits = self.heads(h).view(*h.shape[:2], self.n_codebooks, self.head_vocab)
+        return logits, out.cache, h
+
+
+AutoConfig.register(CodecLMConfig.model_type, CodecLMConfig)
+AutoModel.register(CodecLMConfig, CodecLM)
+
+
+END_ROW = (0, 0, 0, 0)  # the track past the last frame: no unit; the model learns EOS there
+
+
+class CodecLMSession(LMSession):
+    """A session over a :class:`CodecLM`; an aligned one feeds track row ``position - offset``
+    with every step (``offset`` = prompt steps before the start step), END beyond the track."""
+
+    def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0) -> None:
+        super().__init__(model, prefix)
+        self.hidden: torch.Tensor | None = None  # [T, D] of the last forward (coarse-first only)
+        self._prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame
+        # Rows by step position, built once: END before the offset; END past the end (see track_rows).
+        self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
+
+    def track_rows(self, start: int, n: int) -> torch.Tensor | None:
+        if self._rows is None:
+            return None
+        rows = self._rows[start: start + n]
+        if rows.shape[0] < n:
+            rows = torch.cat([rows, torch.tensor([END_ROW]).repeat(n - rows.shape[0], 1)])
+        return rows.unsqueeze(0)
+
+    def _logits(self, steps: torch.Tensor) -> torch.Tensor:
+        track = self.track_rows(self.length, steps.shape[0])
+        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
+        if self.model.fine is not None:
+            self.hidden = h[0]
+        return logits[0]
+
+    @torch.inference_mode()
+    def fine_frames(self, coarse: torch.Tensor, first: int, pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Complete verified coarse codes ``[n]`` to frames ``[K, n]``; their hidden states are
+        rows ``first .. first+n`` of the last forward (the rows that predicted them)."""
+        frames = self.model.fine.generate(self.hidden[first: first + coarse.shape[0]], coarse, self._prev, pick)
+        if frames.shape[1]:
+            self._prev = frames[:, -1]
+        return frames
+
+
+class CodecStepLM:
+    """The engine's view of a :class:`CodecLM`: delay/parallel layout, K tokens per step."""
+
+    def __init__(self, model: CodecLM) -> None:
+        self.model = model.eval()
+        self.layout = model.config.layout
+
+    def start(self, prompt: Prompt) -> CodecLMSession:
+        if self.model.aligned and prompt.track is None:
+            raise ValueError("this codec LM is conditioned on a frame-aligned text track; the prompt has none")
+        if not self.model.aligned and prompt.track is not None:
+            raise ValueError("this codec LM takes no frame-aligned track")
+        track = None if prompt.track is None else torch.as_tensor(prompt.track, dtype=torch.long)
+        session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1)
+        context = prompt.steps[:-1]
+        if session.prefix or context.shape[0]:
+            with torch.inference_mode():
+                text, codes = prompt.text.unsqueeze(0), context.unsqueeze(0)
+                rows = session.track_rows(0, context.shape[0])
+                self.model(text_ids=text, codes=codes, track=rows, cache=session.cache, use_cache=True)
+            session.length = context.shape[0]
+        return session

@@ -1,0 +1,40 @@
+"""Bridges to ``transformers`` generation: the layout's legality mask as a ``LogitsProcessor``.
+
+With it, ``model.generate()`` decodes under exactly the masks our engine applies, which makes
+``generate()`` usable as an independent oracle (tests) and as the assisted-generation peer (bench).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import LogitsProcessor
+
+from voicespec.engine.layout import FlatLayout
+
+
+class LayoutMaskProcessor(LogitsProcessor):
+    """Masks illegal ids for a flat layout; ``prompt_len`` is the length of the prompt ids.
+
+    Remembers each row's layout state so a call advances over the new ids only; when a row is not
+    an extension of what it saw (assisted generation rolls rejected ids back) it re-walks that row."""
+
+    def __init__(self, layout: FlatLayout, prompt_len: int) -> None:
+        self.layout = layout
+        self.prompt_len = prompt_len
+        self._seen: dict[int, tuple[torch.Tensor, Any]] = {}  # row -> (ids walked, state after them)
+
+    def _state(self, i: int, row: torch.Tensor):
+        ids, state = self._seen.get(i, (row[:0], self.layout.initial_state()))
+        if ids.shape[0] > row.shape[0] or not torch.equal(row[: ids.shape[0]], ids):
+            ids, state = row[:0], self.layout.initial_state()
+        for token in row[ids.shape[0]:]:
+            state = self.layout.advance(state, token.view(1))
+        self._seen[i] = (row.clone(), state)
+        return state
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        rows = input_ids[:, self.prompt_len:]
+        masks = [self.layout.mask(self._state(i, row))[0] for i, row in enumerate(rows)]
+        return scores.masked_fill(~torch.stack(masks), float("-inf"))

@@ -1,0 +1,174 @@
+"""Text → PCM as an iterator: front end → prompt → SpecDecoder → frames → streaming codec → PCM.
+
+The server, the batch writer and the harness all consume :class:`SynthesisStream`; none of them
+knows how drafting works. Sentences are decoded one after another by the LM but through *one*
+streaming codec decoder, so the waveform runs on across sentence joins with no gap or click.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import torch
+
+from voicespec.audio import StreamingResampler
+from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.layout import Prompt
+from voicespec.engine.stats import DecodeStats
+from voicespec.pipeline.voice import Voice
+
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)
+
+
+def sentence_config(voice: Voice, base: DecodeConfig, i: int, n_chars: int, prompt: Prompt) -> DecodeConfig:
+    """The decode config of sentence ``i`` (``n_chars`` long): seed ``base.seed + i``, and steps capped
+    by the prompt's track length or else the voice's runaway guard for that many characters."""
+    seed = None if base.seed is None else base.seed + i
+    frames = voice.max_frames(n_chars) if prompt.track is None else prompt.track.shape[0]
+    max_steps = voice.target.layout.steps_for_frames_count(frames)
+    return replace(base, seed=seed, max_steps=min(base.max_steps, max_steps))
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    """Per-request options. ``decode.seed`` seeds sentence i with ``seed + i``; ``sample_rate``
+    None keeps the codec's rate; ``time_cap_s`` is the per-step budget for ``gamma='auto'``."""
+
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    drafter: str | None = None  # None: the voice's default
+    sample_rate: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.sample_rate is not None and self.sample_rate not in SAMPLE_RATES:
+            raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {self.sample_rate}")
+
+
+@dataclass
+class AudioChunk:
+    pcm: torch.Tensor  # float32 at the output rate
+    sentence: int
+
+
+@dataclass
+class SynthesisStats:
+    sentences: int = 0
+    frames: int = 0
+    samples: int = 0
+    sample_rate: int = 0
+    frontend_s: float = 0.0
+    codec_s: float = 0.0
+    resample_s: float = 0.0
+    wall_s: float = 0.0
+    ttfa_s: float | None = None  # wall time to the first non-empty PCM chunk
+    decode: DecodeStats = field(default_factory=DecodeStats)
+
+    @property
+    def audio_s(self) -> float:
+        return self.samples / self.sample_rate if self.sample_rate else 0.0
+
+    @property
+    def rtf(self) -> float:
+        """Real-time factor: wall seconds per audio second (< 1 is faster than real time)."""
+        return self.wall_s / self.audio_s if self.audio_s else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["decode"] = self.decode.to_dict()
+        d.update(audio_s=self.audio_s, rtf=self.rtf)
+        return d
+
+    def summary(self) -> str:
+        d = self.decode
+        return (
+            f"audio {self.audio_s:.2f}s  wall {self.wall_s:.2f}s  RTF {self.rtf:.3f}  "
+            f"acceptance {d.acceptance_rate:.2f}  mean accepted length {d.mean_accepted_length:.2f}"
+        )
+
+
+class SynthesisStream:
+    """Iterate for :class:`AudioChunk` s; ``cancel()`` stops before the next decode step."""
+
+    def __init__(self, voice: Voice, text: str, options: SynthesisOptions) -> None:
+        t0 = time.perf_counter()
+        self.voice = voice
+        self.options = options
+        self.sentences = voice.frontend.sentences(text)  # raises TextError before any work
+        drafter = voice.drafter(options.drafter or voice.config.default_drafter)
+        self.decoder = SpecDecoder(voice.target, drafter, options.decode)
+        self.stats = SynthesisStats(sample_rate=options.sample_rate or voice.codec.sample_rate)
+        self.stats.frontend_s = time.perf_counter() - t0
+        self._t0 = t0
+        self.cancelled = False
+        self.frames: list[torch.Tensor] = []  # code frames [K, T] of each sentence decoded so far
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def _emit(self, pcm: torch.Tensor, sentence: int) -> AudioChunk | None:
+        if pcm.numel() == 0:
+            return None
+        s = self.stats
+        now = time.perf_counter() - self._t0
+        if s.ttfa_s is None:
+            s.ttfa_s = now
+        s.samples += pcm.numel()
+        s.wall_s = now
+        return AudioChunk(pcm, sentence)
+
+    def _sentence(self, i: int, decoder, resampler: StreamingResampler) -> Iterator[AudioChunk | None]:
+        """Decode sentence ``i`` through the shared codec decoder; per step that completed frames,
+        a chunk, or None when the codec has no new samples yet."""
+        s, codec = self.stats, self.voice.codec
+        sentence, ids = self.sentences[i]
+        prompt = self.voice.prompt(ids)
+        gen = self.decoder.generate(prompt, sentence_config(self.voice, self.options.decode, i, len(sentence), prompt))
+        s.sentences += 1
+        self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
+        while not gen.done and not self.cancelled:
+            frames = gen.step().frames
+            if frames.shape[1] == 0:
+                continue
+            self.frames[-1] = torch.cat([self.frames[-1], frames], dim=1)
+            t = time.perf_counter()
+            pcm = decoder.push(frames)
+            t2 = time.perf_counter()
+            pcm = resampler.push(pcm)
+            s.codec_s += t2 - t
+            s.resample_s += time.perf_counter() - t2
+            s.frames += frames.shape[1]
+            yield self._emit(pcm, i)
+        s.decode.merge(gen.stats)
+
+    def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Iterator[AudioChunk]:
+        tail = resampler.push(decoder.flush())
+        if chunk := self._emit(torch.cat([tail, resampler.flush()]), sentence):
+            yield chunk
+
+    def __iter__(self) -> Iterator[AudioChunk]:
+        codec = self.voice.codec
+        decoder = self.voice.codec_stream()
+        resampler = StreamingResampler(codec.sample_rate, self.stats.sample_rate)
+        for i in range(len(self.sentences)):
+            yield from (chunk for chunk in self._sentence(i, decoder, resampler) if chunk is not None)
+            if self.cancelled:
+                self.stats.decode.finish_reason = "cancelled"
+                break
+        if not self.cancelled:
+            yield from self._flush_codec(decoder, resampler, len(self.sentences) - 1)
+        self.stats.wall_s = time.perf_counter() - self._t0
+
+
+class Synthesizer:
+    def __init__(self, voice: Voice) -> None:
+        self.voice = voice
+
+    def stream(self, text: str, options: SynthesisOptions | None = None) -> SynthesisStream:
+        return SynthesisStream(self.voice, text, options or SynthesisOptions(DecodeConfig(self.voice.sampling)))
+
+    def synthesize(self, text: str, options: SynthesisOptions | None = None) -> tuple[torch.Tensor, SynthesisStats]:
+        stream = self.stream(text, options)
+        chunks = [c.pcm for c in stream]
+        return (torch.cat(chunks) if chunks else torch.zeros(0)), stream.stats

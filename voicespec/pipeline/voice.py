@@ -1,0 +1,170 @@
+"""A voice: everything needed to turn text into audio, as one folder.
+
+```
+voice.json      name, tokenizer, text id offset, sampling defaults, sub-folders, provenance
+codec/          the codec (config.json + model.safetensors)
+target/         the codec LM
+duration/       the duration predictor, for a target conditioned on a frame-aligned text track
+drafters/NAME/  draft models shipped with the voice (optional)
+```
+Loading checks that the parts fit together (codebooks, vocabulary) so a mismatch is one clear
+error at start-up, not garbage audio later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voicespec.codec.model import Codec
+from voicespec.engine.drafters import Drafter, ModelDrafter, NGramDrafter
+from voicespec.frontend.duration import DurationModel, frame_track, load_duration
+from voicespec.engine.layout import FlatLayout, Prompt
+from voicespec.engine.step_lm import StepLM
+from voicespec.codec.seanet import CodecStream
+from voicespec.lm.loading import load_step_lm
+from voicespec.engine.sampling import SamplingConfig
+from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
+from voicespec.paths import MODELS_DIR
+
+VOICE_FILE = "voice.json"
+DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped in models/, used when none is named
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    name: str
+    tokenizer: dict[str, Any]
+    text_offset: int = 0  # LM id of tokenizer id 0 (flat layouts share one vocabulary)
+    sampling: dict[str, Any] = field(default_factory=dict)  # SamplingConfig defaults that sound best
+    ngram: dict[str, int] = field(default_factory=dict)  # NGramDrafter settings tuned for this voice
+    default_drafter: str = "ngram"
+    max_frames_per_char: int = 25  # runaway guard: no sentence decodes longer than this
+    min_max_frames: int = 100
+    duration: str | None = None  # sub-folder of the duration predictor (aligned targets)
+    speaking_rate: float = 1.0  # > 1 speaks faster (aligned targets)
+    codec_chunk_frames: int = 1  # frames the codec decodes together when streaming (CodecStream.min_frames)
+    info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
+
+
+class Voice:
+    def __init__(self, config: VoiceConfig, codec: Codec, target: StepLM, draft_dirs: dict[str, Path],
+                 duration: DurationModel | None = None) -> None:
+        self.config = config
+        self.codec = codec
+        self.target = target
+        self.draft_dirs = draft_dirs
+        self.duration = duration
+        self.tokenizer = tokenizer_from_dict(config.tokenizer)
+        self.frontend = FrontEnd(self.tokenizer)
+        self.tokenizer.encode("hello")  # load the phonemizer's lexicon now, not on the first request
+        self._drafters: dict[str, Drafter] = {}
+        layout = target.layout
+        if layout.n_codebooks != codec.n_codebooks or layout.codebook_size != codec.codebook_size:
+            raise ValueError(
+                f"voice {config.name!r}: the LM speaks {layout.n_codebooks}x{layout.codebook_size} codes "
+                f"but the codec has {codec.n_codebooks}x{codec.codebook_size}"
+            )
+        positions = getattr(getattr(target, "model", None), "config", None)
+        self.track_positions = getattr(positions, "track_positions", 0)
+        if bool(self.track_positions) != (duration is not None):
+            need = "needs a duration predictor" if self.track_positions else "has a duration predictor but its target takes no track"
+            raise ValueError(f"voice {config.name!r} {need}")
+        if not config.speaking_rate > 0:
+            raise ValueError(f"voice {config.name!r}: speaking_rate must be positive, got {config.speaking_rate}")
+        if isinstance(config.codec_chunk_frames, bool) or not isinstance(config.codec_chunk_frames, int) \
+                or config.codec_chunk_frames < 1:
+            raise ValueError(f"voice {config.name!r}: codec_chunk_frames must be an integer >= 1, "
+                             f"got {config.codec_chunk_frames!r}")
+        text_vocab = self._text_vocab()
+        if config.text_offset + self.tokenizer.vocab_size > text_vocab:
+            raise ValueError(f"voice {config.name!r}: tokenizer ids exceed the LM's text vocabulary ({text_vocab})")
+
+    def _text_vocab(self) -> int:
+        layout = self.target.layout
+        if isinstance(layout, FlatLayout):
+            return layout.audio_offset
+        return self.target.model.config.text_vocab_size
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(**self.config.sampling)
+
+    def prompt(self, token_ids: list[int], rate: float | None = None) -> Prompt:
+        """The LM prompt for one sentence; an aligned target also gets its frame-aligned track from
+        the predicted durations (``rate`` > 1 speaks faster; default: the voice's own)."""
+        ids = [self.config.text_offset + i for i in token_ids]
+        if self.duration is None:
+            return self.target.layout.prompt(ids)
+        durations = self.duration.predict(token_ids, rate or self.config.speaking_rate)
+        return self.target.layout.prompt(ids, track=frame_track(ids, durations, self.track_positions))
+
+    def codec_stream(self) -> CodecStream:
+        """A streaming codec decoder with this voice's chunking (``codec_chunk_frames``)."""
+        return self.codec.streaming_decoder(self.config.codec_chunk_frames)
+
+    def max_frames(self, n_chars: int) -> int:
+        return max(self.config.min_max_frames, self.config.max_frames_per_char * n_chars)
+
+    @property
+    def drafter_names(self) -> list[str]:
+        return ["none", "ngram", *sorted(self.draft_dirs)]
+
+    def drafter(self, name: str) -> Drafter | None:
+        """A drafter by name: ``none``, ``ngram`` or a draft model shipped with the voice."""
+        if name == "none":
+            return None
+        if name not in self._drafters:
+            if name == "ngram":
+                self._drafters[name] = NGramDrafter(**self.config.ngram)
+            elif name in self.draft_dirs:
+                self._drafters[name] = ModelDrafter(load_step_lm(str(self.draft_dirs[name])))
+            else:
+                raise ValueError(f"unknown drafter {name!r} for voice {self.name!r}; choose one of: {', '.join(self.drafter_names)}")
+        return self._drafters[name]
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu") -> Voice:
+        path = Path(path)
+        cfg_file = path / VOICE_FILE
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{path}: not a voice folder (no {VOICE_FILE})")
+        try:
+            config = VoiceConfig(**json.loads(cfg_file.read_text()))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"{cfg_file}: invalid voice config ({e})") from None
+        drafters_dir = path / "drafters"
+        draft_dirs = {d.name: d for d in sorted(drafters_dir.iterdir()) if d.is_dir()} if drafters_dir.is_dir() else {}
+        duration = load_duration(path / config.duration) if config.duration else None
+        return cls(config, Codec.from_folder(path / "codec", device), load_step_lm(str(path / "target")), draft_dirs,
+                   duration)
+
+    @staticmethod
+    def write_config(path: str | Path, config: VoiceConfig) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / VOICE_FILE).write_text(json.dumps(config.__dict__, indent=2) + "\n")
+
+
+def resolve_voice(spec: str | None, voices_dir: Path = MODELS_DIR) -> Path:
+    """A voice folder from a path or a name under ``voices_dir`` (None or "default": the default voice)."""
+    if spec and Path(spec).exists():
+        return Path(spec)
+    name = DEFAULT_VOICE if spec in (None, "default") else spec
+    candidate = voices_dir / name
+    if candidate.is_dir():
+        return candidate
+    known = sorted(p.name for p in voices_dir.iterdir() if (p / VOICE_FILE).is_file()) if voices_dir.is_dir() else []
+    hint = f"known voices: {', '.join(known)}" if known else "no voices are installed yet; make one with `voicespec tiny --out DIR`"
+    raise FileNotFoundError(f"unknown voice {name!r} ({hint})")
+
+
+def load_voice(spec: str | None, device: str = "cpu") -> Voice:
+    """The voice a user named (a folder, a name under ``models/``, or None for the default)."""
+    return Voice.load(resolve_voice(spec), device)

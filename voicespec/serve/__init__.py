@@ -1,0 +1,1 @@
+"""Real-time serving: the WebSocket protocol, sessions, the decode scheduler, metrics, the client."""

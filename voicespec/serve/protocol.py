@@ -1,0 +1,323 @@
+"""Streaming protocol v1: client messages, server messages, the binary audio frame.
+
+Pure functions and dataclasses only (no sockets, no torch), so the server, the Python client
+and the tests share one definition, and every rule is unit-testable. ``stream/PROTOCOL.md`` is
+the prose version with examples.
+
+Binary audio frame (server → client), all integers little-endian::
+
+    offset  size  field
+    0       2     magic b"VS"
+    2       1     protocol version (1)
+    3       1     context id length L (1..64)
+    4       4     seq: uint32, 0, 1, 2, ... per context (no gaps, no duplicates)
+    8       4     n_samples: uint32, samples in the payload (mono)
+    12      P     context id (UTF-8, L bytes), zero-padded to P = L rounded up to a multiple of 4
+    12+P    ...   payload: n_samples samples, pcm_s16le (2 bytes each) or f32le (4 bytes each)
+
+The padding keeps the payload 4-byte aligned, so a browser can view it as a typed array in place.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from voicespec.frontend.text import TextError, normalize, sanitize
+
+VERSION = 1
+MAGIC = b"VS"
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)  # == synthesis.SAMPLE_RATES (a test checks)
+ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # bytes per sample
+TRANSPORTS = ("binary", "base64")
+CONTEXT_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+FLUSH_ID_MAX = 128
+HEADER = struct.Struct("<2sBBII")
+
+# Error codes: every `error` message carries one of these.
+BAD_JSON = "bad_json"  # not JSON, or not a JSON object
+BINARY_UNSUPPORTED = "binary_unsupported"  # the client sent a binary message
+UNKNOWN_TYPE = "unknown_type"
+BAD_MESSAGE = "bad_message"  # missing field, wrong type, unknown field
+BAD_OPTION = "bad_option"  # a start option with an invalid value (sample rate, temperature, ...)
+UNKNOWN_VOICE = "unknown_voice"
+UNKNOWN_DRAFTER = "unknown_drafter"
+NOT_STARTED = "not_started"  # a context message before `start`
+ALREADY_STARTED = "already_started"
+TEXT_TOO_LONG = "text_too_long"
+BAD_TEXT = "bad_text"  # nothing speakable in a whole context
+UNKNOWN_CONTEXT = "unknown_context"
+TOO_MANY_CONTEXTS = "too_many_contexts"
+AT_CAPACITY = "at_capacity"  # fatal: the server is full
+INACTIVE = "inactive"  # fatal: nothing happened for too long
+SLOW_CLIENT = "slow_client"  # fatal: the client stopped reading its messages
+INTERNAL = "internal"
+ERROR_CODES = (BAD_JSON, BINARY_UNSUPPORTED, UNKNOWN_TYPE, BAD_MESSAGE, BAD_OPTION, UNKNOWN_VOICE, UNKNOWN_DRAFTER,
+               NOT_STARTED, ALREADY_STARTED, TEXT_TOO_LONG, BAD_TEXT, UNKNOWN_CONTEXT, TOO_MANY_CONTEXTS,
+               AT_CAPACITY, INACTIVE, SLOW_CLIENT, INTERNAL)
+
+# WebSocket close codes the server uses (1009 "message too big" is sent by the websockets library
+# when a client message exceeds the size limit).
+CLOSE_NORMAL = 1000
+CLOSE_GOING_AWAY = 1001  # server shutting down
+CLOSE_TOO_BIG = 1009
+CLOSE_TRY_LATER = 1013  # at capacity
+CLOSE_SLOW_CLIENT = 4000
+CLOSE_INACTIVE = 4001
+
+
+class ProtocolError(ValueError):
+    """A client message the server rejects; becomes one ``error`` message."""
+
+    def __init__(self, code: str, message: str, context_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.context_id = context_id
+
+
+# ----------------------------------------------------------------------------- client → server
+
+
+@dataclass(frozen=True)
+class Start:
+    """Session settings; every context on the socket uses them. None: the server's default."""
+
+    voice: str | None = None
+    sample_rate: int | None = None
+    encoding: str = "pcm_s16le"
+    audio_transport: str = "binary"
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    latency_budget_ms: float | None = None
+    drafter: str | None = None
+    gamma: int | str | None = None
+    pacing_lead_ms: float | None = None
+
+    def sampling_overrides(self) -> dict[str, Any]:
+        keys = ("temperature", "top_k", "top_p", "repetition_penalty")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True)
+class Text:
+    context_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Flush:
+    context_id: str
+    flush_id: str | int | None = None
+
+
+@dataclass(frozen=True)
+class End:
+    context_id: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    context_id: str
+
+
+@dataclass(frozen=True)
+class ClientStats:
+    """Playback report from a client (feeds the server's underrun metrics)."""
+
+    context_id: str | None = None
+    underruns: int = 0
+    underrun_ms: float = 0.0
+
+
+ClientMessage = Start | Text | Flush | End | Cancel | ClientStats
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return (_is_int(x) or isinstance(x, float)) and math.isfinite(x)
+
+
+_KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (_is_int, "an integer"),
+          "number": (_is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
+
+# type -> {field: (kind, required)}
+_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
+    "start": {"voice": ("str", False), "sample_rate": ("int", False), "encoding": ("str", False),
+              "audio_transport": ("str", False), "temperature": ("number", False), "top_k": ("int", False),
+              "top_p": ("number", False), "repetition_penalty": ("number", False), "seed": ("int", False),
+              "latency_budget_ms": ("number", False), "drafter": ("str", False), "gamma": ("gamma", False),
+              "pacing_lead_ms": ("number", False)},
+    "text": {"context_id": ("str", True), "text": ("str", True)},
+    "flush": {"context_id": ("str", True), "flush_id": ("flush_id", False)},
+    "end": {"context_id": ("str", True)},
+    "cancel": {"context_id": ("str", True)},
+    "stats": {"context_id": ("str", False), "underruns": ("int", False), "underrun_ms": ("number", False)},
+}
+
+
+def _check_field(name: str, value: Any, kind: str, cid: str | None) -> None:
+    if kind == "gamma":
+        ok, what = value == "auto" or (_is_int(value) and value >= 0), "an integer >= 0 or \"auto\""
+    elif kind == "flush_id":
+        ok = (isinstance(value, str) and len(value) <= FLUSH_ID_MAX) or _is_int(value)
+        what = f"a string (at most {FLUSH_ID_MAX} characters) or an integer"
+    else:
+        check, what = _KINDS[kind]
+        ok = check(value)
+    if not ok:
+        raise ProtocolError(BAD_MESSAGE, f"field {name!r} must be {what}, got {json.dumps(value)[:40]}", cid)
+
+
+def parse_client_message(raw: str | bytes) -> ClientMessage:
+    """One client WebSocket message to a typed message; :class:`ProtocolError` says what is wrong.
+
+    Checks syntax and types only; whether a voice or drafter exists is the server's business."""
+    if isinstance(raw, bytes):
+        raise ProtocolError(BINARY_UNSUPPORTED, "binary messages are not accepted; send JSON text messages")
+    try:
+        msg = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise ProtocolError(BAD_JSON, f"message is not valid JSON ({e})") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError(BAD_JSON, "message must be a JSON object")
+    kind = msg.get("type")
+    cid = msg.get("context_id") if isinstance(msg.get("context_id"), str) else None
+    if kind not in _FIELDS:
+        if kind is None:
+            raise ProtocolError(BAD_MESSAGE, "message has no 'type' field", cid)
+        raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {json.dumps(kind)[:40]}; "
+                            f"expected one of: {', '.join(_FIELDS)}", cid)
+    spec = _FIELDS[kind]
+    unknown = sorted(set(msg) - set(spec) - {"type"})
+    if unknown:
+        raise ProtocolError(BAD_MESSAGE, f"unknown field(s) for {kind!r}: {', '.join(unknown)}", cid)
+    for name, (ftype, required) in spec.items():
+        if name not in msg or msg[name] is None:
+            if required:
+                raise ProtocolError(BAD_MESSAGE, f"{kind!r} needs the field {name!r}", cid)
+            continue
+        _check_field(name, msg[name], ftype, cid)
+    fields = {k: v for k, v in msg.items() if k != "type" and v is not None}
+    if "context_id" in fields and not CONTEXT_ID_RE.match(fields["context_id"]):
+        raise ProtocolError(BAD_MESSAGE, "context_id must be 1-64 characters of A-Z a-z 0-9 . _ : -", None)
+    if kind == "start":
+        return _parse_start(fields)
+    return {"text": Text, "flush": Flush, "end": End, "cancel": Cancel, "stats": ClientStats}[kind](**fields)
+
+
+def _parse_start(f: dict[str, Any]) -> Start:
+    def bad(msg: str) -> ProtocolError:
+        return ProtocolError(BAD_OPTION, msg)
+
+    if "sample_rate" in f and f["sample_rate"] not in SAMPLE_RATES:
+        raise bad(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {f['sample_rate']}")
+    if f.get("encoding", "pcm_s16le") not in ENCODINGS:
+        raise bad(f"encoding must be one of {', '.join(ENCODINGS)}, got {f['encoding']!r}")
+    if f.get("audio_transport", "binary") not in TRANSPORTS:
+        raise bad(f"audio_transport must be one of {', '.join(TRANSPORTS)}, got {f['audio_transport']!r}")
+    for name in ("latency_budget_ms", "pacing_lead_ms"):
+        if name in f and not f[name] > 0:
+            raise bad(f"{name} must be > 0, got {f[name]}")
+    if "latency_budget_ms" in f and f.get("gamma", "auto") != "auto":
+        raise bad("latency_budget_ms drives the adaptive draft length: leave gamma out or set it to \"auto\"")
+    return Start(**f)
+
+
+# ----------------------------------------------------------------------------- server → client
+
+
+def message(kind: str, **fields: Any) -> str:
+    return json.dumps({"type": kind, **fields}, separators=(",", ":"))
+
+
+def error_message(code: str, text: str, context_id: str | None = None, fatal: bool = False,
+                  context_ended: bool = False) -> str:
+    """``context_ended``: the context is over (no ``done`` will follow) — the error was its end."""
+    return message("error", code=code, message=text, context_id=context_id, fatal=fatal, context_ended=context_ended)
+
+
+def encode_frame(context_id: str, seq: int, payload: bytes, encoding: str) -> bytes:
+    cid = context_id.encode()
+    n, rest = divmod(len(payload), ENCODINGS[encoding])
+    if rest or not 1 <= len(cid) <= 64:
+        raise ValueError("payload must be whole samples and the context id 1-64 bytes")
+    pad = -len(cid) % 4
+    return HEADER.pack(MAGIC, VERSION, len(cid), seq, n) + cid + b"\0" * pad + payload
+
+
+@dataclass(frozen=True)
+class AudioFrame:
+    context_id: str
+    seq: int
+    n_samples: int
+    payload: bytes = field(repr=False)
+
+
+def decode_frame(data: bytes, encoding: str) -> AudioFrame:
+    if len(data) < HEADER.size:
+        raise ValueError(f"audio frame too short ({len(data)} bytes)")
+    magic, version, cid_len, seq, n = HEADER.unpack_from(data)
+    if magic != MAGIC or version != VERSION:
+        raise ValueError(f"not a v{VERSION} audio frame (magic {magic!r}, version {version})")
+    start = HEADER.size + cid_len + (-cid_len % 4)
+    payload = data[start:]
+    if len(payload) != n * ENCODINGS[encoding]:
+        raise ValueError(f"audio frame says {n} samples but carries {len(payload)} bytes of {encoding}")
+    return AudioFrame(data[HEADER.size: HEADER.size + cid_len].decode(), seq, n, payload)
+
+
+def audio_message(context_id: str, seq: int, payload: bytes, encoding: str) -> str:
+    """The JSON form of an audio frame (``audio_transport: "base64"``)."""
+    return message("audio", context_id=context_id, seq=seq, samples=len(payload) // ENCODINGS[encoding],
+                   data=base64.b64encode(payload).decode())
+
+
+def decode_audio_message(msg: dict[str, Any], encoding: str) -> AudioFrame:
+    payload = base64.b64decode(msg["data"])
+    if len(payload) != msg["samples"] * ENCODINGS[encoding]:
+        raise ValueError("audio message sample count does not match its data")
+    return AudioFrame(msg["context_id"], msg["seq"], msg["samples"], payload)
+
+
+# ----------------------------------------------------------------------------- incremental text
+
+_END_CANDIDATE = re.compile(r"[.!?;:]\s+(?=\S)")
+_ENDS_SENTENCE = re.compile(r"[.!?;:]$")
+
+
+def _is_boundary(before: str, after: str) -> bool:
+    """Whether the front end, reading ``before + after``, ends a sentence between the two."""
+    try:
+        joined, tail = normalize(sanitize(before + after)), normalize(sanitize(after))
+    except TextError:
+        return False
+    if not joined.endswith(tail):
+        return False
+    return bool(_ENDS_SENTENCE.search(joined[: len(joined) - len(tail)].rstrip()))
+
+
+def complete_prefix(buffer: str, window: int = 80) -> int:
+    """Length of the longest prefix of streamed-in ``buffer`` made of finished sentences (0: none).
+
+    A sentence is finished where end punctuation and whitespace are followed by the start of the
+    next word *and* the front end agrees: "Dr. Smith" reads "doctor smith" and "No. 5" reads
+    "number five", so neither ends there. Waiting for the next word is what makes the split the
+    same as the front end's split of the whole text; ``flush``/``end`` release the rest. Only
+    ``window`` characters before a candidate are normalized, so this is linear in the buffer."""
+    for m in reversed(list(_END_CANDIDATE.finditer(buffer))):
+        after = buffer[m.end():].split(None, 1)[0]
+        if _is_boundary(buffer[max(0, m.start() - window): m.end()], after):
+            return m.end()
+    return 0
