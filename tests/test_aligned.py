@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from test_exactness import GREEDY, naive_greedy
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter, NGramDrafter
 from voicespec.engine.layout import Prompt
 from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_flat

@@ -7,12 +7,14 @@ import functools
 import pytest
 import torch
 
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
-from voicespec.engine.drafters import ModelDrafter, NGramDrafter, make_drafter
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+
+from voicespec.engine.decoder import SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.pipeline.drafters import build_drafter
 from voicespec.engine.layout import DelayLayout, FlatLayout, Prompt, layout_from_dict
 from voicespec.engine.step_lm import HFCausalLM
 from voicespec.lm.loading import LAYOUT_KEY, load_step_lm
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import TEXT_VOCAB, tiny_codec_lm, tiny_flat, tiny_flat_layout
 
 
@@ -119,19 +121,19 @@ def test_bad_sampling_config(kwargs, fragment):
 
 
 def test_unknown_drafter_name():
-    with pytest.raises(ValueError, match=r"unknown drafter 'nope'; choose one of: none, ngram, draft-model"):
-        make_drafter("nope")
+    with pytest.raises(ValueError, match=r"unknown drafter 'nope' for voice 'v'; choose one of: none, ngram, a, b"):
+        build_drafter("nope", {"b": "x", "a": "y"}, owner="voice 'v'")
 
 
-@pytest.mark.parametrize("path", [None, ""])
-def test_draft_model_needs_a_path(path):
-    with pytest.raises(ValueError, match="'draft-model' needs --draft-model DIR"):
-        make_drafter("draft-model", path)
+def test_draft_model_needs_a_path(tmp_path):
+    from voicespec.cli import main
+
+    assert main(["generate", "--model", str(tmp_path), "--text-ids", "1", "--drafter", "draft-model"]) == 2
 
 
 def test_draft_model_with_missing_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such model folder"):
-        make_drafter("draft-model", str(tmp_path / "nowhere"))
+        build_drafter("draft-model", {"draft-model": str(tmp_path / "nowhere")})
 
 
 def test_ngram_bad_orders():

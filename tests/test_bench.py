@@ -19,9 +19,9 @@ from voicespec.bench.load import LoadLevel
 from voicespec.bench.runner import Case, EngineMethod, Run, mismatches, run_interleaved
 from voicespec.bench.summary import MethodSummary, summarize
 from voicespec.cli import Parser, main
-from voicespec.serve.client import playout, playout_timeline
+from voicespec.bench.playout import playout, playout_timeline
 from voicespec.engine.drafters import ModelDrafter
-from voicespec.engine.sampling import SamplingConfig
+from voicespec.engine.config import SamplingConfig
 from voicespec.pipeline.tiny import build_tiny_voice, flat_draft, tiny_flat
 
 GREEDY = SamplingConfig(temperature=0)

@@ -12,12 +12,13 @@ import voicespec.engine.decoder as decoder_module
 from helpers import chi_square_pvalue, exact_distribution
 from test_distribution import accept_everything, sharpened
 from test_exactness import drafters_for
-from voicespec.engine.decoder import DecodeConfig, Generation, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import Generation, SpecDecoder
 from voicespec.engine.drafters import ModelDrafter
 from voicespec.engine.layout import CoarseFirstLayout, LayoutState, layout_from_dict, masks_along
 from voicespec.lm.loading import load_step_lm
 from voicespec.engine.policy import TokenPolicy
-from voicespec.engine.sampling import SamplingConfig, top_k_filter, top_p_filter
+from voicespec.engine.sampling import top_k_filter, top_p_filter
 from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm
 
 GREEDY = SamplingConfig(temperature=0)

@@ -15,11 +15,11 @@ import torch
 
 import voicespec.engine.decoder as decoder_module
 from helpers import chi_square_pvalue, exact_distribution
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter, NGramDrafter
 from voicespec.engine.layout import Prompt
 from voicespec.engine.policy import TokenPolicy
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import tiny_codec_lm, tiny_flat
 from voicespec.engine.verify import Verdict, verify_sampling
 

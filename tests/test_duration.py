@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from voicespec.frontend.duration import (
-    DurationConfig, DurationModel, DurationTrainConfig, add_duration_args, char_mean_baseline, check_items,
-    cumulative_round, duration_errors, frame_track, load_duration, read_items, run_duration, train_duration,
+from voicespec.frontend.duration import DurationConfig, DurationModel, cumulative_round, frame_track, load_duration
+from voicespec.train.duration import (
+    DurationTrainConfig, add_duration_args, char_mean_baseline, check_items, duration_errors, read_items, run_duration,
+    train_duration,
 )
 from voicespec.frontend.text import CharTokenizer
 

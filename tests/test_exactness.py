@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from helpers import full_logits
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter, NGramDrafter
 from voicespec.lm.hf import LayoutMaskProcessor
 from voicespec.engine.policy import TokenPolicy
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
 
 GREEDY = SamplingConfig(temperature=0)

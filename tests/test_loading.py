@@ -9,12 +9,13 @@ import torch
 from transformers import AutoConfig, AutoModel
 
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
-from voicespec.engine.drafters import ModelDrafter, NGramDrafter, make_drafter
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.pipeline.drafters import build_drafter
 from voicespec.engine.layout import DelayLayout, FlatLayout
 from voicespec.engine.step_lm import HFCausalLM
 from voicespec.lm.loading import LAYOUT_KEY, load_step_lm
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat
 
 GREEDY = SamplingConfig(temperature=0)
@@ -139,7 +140,7 @@ def test_model_drafter_from_a_loaded_folder(kind, flat_pair, codec_pair, tmp_pat
     target, _ = flat_pair if kind == "flat" else codec_pair
     draft = flat_draft(target) if kind == "flat" else codec_draft(target)
     draft.model.save_pretrained(tmp_path)
-    drafter = make_drafter("draft-model", str(tmp_path))
+    drafter = build_drafter("draft-model", {"draft-model": str(tmp_path)})
     assert isinstance(drafter, ModelDrafter)
     assert drafter.layout == target.layout
     assert drafter.lm.model.config.num_hidden_layers == 1

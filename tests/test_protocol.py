@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from voicespec.frontend.incremental import complete_prefix
 from voicespec.serve import protocol as P
-from voicespec.serve.client import gaps, playout, playout_timeline
+from voicespec.bench.playout import gaps, playout, playout_timeline
 from voicespec.serve.metrics import ServerMetrics, parse_exposition
 
 
@@ -21,7 +22,7 @@ def test_valid_messages_parse_to_typed_messages():
                    "temperature": 0.5, "top_k": 10, "top_p": 0.9, "repetition_penalty": 1.2, "seed": 3,
                    "latency_budget_ms": 40, "drafter": "ngram", "voice": "default", "pacing_lead_ms": 300})
     assert start == P.Start(voice="default", sample_rate=16000, encoding="f32le", audio_transport="base64",
-                            temperature=0.5, top_k=10, top_p=0.9, repetition_penalty=1.2, seed=3,
+                            sampling={"temperature": 0.5, "top_k": 10, "top_p": 0.9, "repetition_penalty": 1.2}, seed=3,
                             latency_budget_ms=40, drafter="ngram", pacing_lead_ms=300)
     assert start.sampling_overrides() == {"temperature": 0.5, "top_k": 10, "top_p": 0.9, "repetition_penalty": 1.2}
     assert parse({"type": "start"}) == P.Start()
@@ -80,11 +81,17 @@ def test_errors_name_the_context_when_they_can():
                    "fatal": False, "context_ended": True}
 
 
-def test_constants_match_the_pipeline():
-    from voicespec.audio import ENCODINGS
-    from voicespec.pipeline.synthesis import SAMPLE_RATES
+def test_start_takes_every_sampling_option_and_checks_its_type():
+    from voicespec.options import SAMPLING_OPTIONS
 
-    assert P.SAMPLE_RATES == SAMPLE_RATES and set(P.ENCODINGS) == set(ENCODINGS)
+    for opt in SAMPLING_OPTIONS:
+        value = 3 if opt.type is int else 0.5
+        msg = P.parse_client_message(json.dumps({"type": "start", opt.name: value}))
+        assert msg.sampling_overrides() == {opt.name: value}
+        with pytest.raises(P.ProtocolError, match=opt.name):
+            P.parse_client_message(json.dumps({"type": "start", opt.name: "high"}))
+    with pytest.raises(P.ProtocolError):
+        P.parse_client_message(json.dumps({"type": "start", "top_k": 2.5}))
 
 
 @pytest.mark.parametrize("cid", ["a", "ab", "abc", "abcd", "ctx-12345", "x" * 64, "é"])
@@ -129,7 +136,7 @@ def test_corrupt_frames_are_rejected():
     ],
 )
 def test_complete_prefix_releases_what_the_front_end_would_split(buffer, released):
-    assert buffer[: P.complete_prefix(buffer)] == released
+    assert buffer[: complete_prefix(buffer)] == released
 
 
 def test_complete_prefix_agrees_with_the_front_end_on_whole_text():
@@ -142,7 +149,7 @@ def test_complete_prefix_agrees_with_the_front_end_on_whole_text():
         buffer, got = "", []
         for i in range(0, len(text), step):
             buffer += text[i: i + step]
-            n = P.complete_prefix(buffer)
+            n = complete_prefix(buffer)
             if n:
                 got += [s for s, _ in fe.sentences(buffer[:n])]
                 buffer = buffer[n:]

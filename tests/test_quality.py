@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from voicespec.eval.quality import cer_report, dtw, mcd_dtw, mel_cepstra
-from voicespec.train.asr import AsrConfig, CtcAsr, corpus_error_rates, transcribe
+from voicespec.eval.judge import corpus_error_rates
+from voicespec.eval.recognizer import AsrConfig, CtcAsr, transcribe
 
 FORMANTS = {"a": (730, 1090, 2440), "i": (270, 2290, 3010), "u": (300, 870, 2240), "e": (530, 1840, 2480),
             "o": (570, 840, 2410)}

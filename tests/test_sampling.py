@@ -14,8 +14,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from voicespec.engine.config import SamplingConfig
 from voicespec.engine.sampling import (
-    SamplingConfig,
     apply_repetition_penalty,
     recent_tokens,
     sample,

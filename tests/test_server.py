@@ -31,9 +31,11 @@ from websockets.http11 import Request
 from voicespec.serve import protocol as P
 from voicespec.audio import to_encoding
 from voicespec.serve.client import Audio, TTSClient
-from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.config import DecodeConfig
 from voicespec.serve.metrics import parse_exposition
-from voicespec.serve.server import ServerConfig, TTSServer
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.http import origin_ok as request_origin_ok
+from voicespec.serve.server import TTSServer
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 
 MAX_STEPS = 24  # per sentence: short audio keeps the file fast
@@ -485,7 +487,7 @@ def test_api_key_and_origin_checks(tiny_voice):
     assert statuses == [401, 401, 401, "ready", "ready", 403, "ready", "ready", 404]
     # A page whose domain was DNS-rebound to this server is not "its own page"; localhost is.
     def origin_ok(host, origin):
-        return server._origin_ok(Request("/v1/stream", Headers({"Host": host, "Origin": origin})))
+        return request_origin_ok(Request("/v1/stream", Headers({"Host": host, "Origin": origin})), server.config.allowed_origins)
 
     assert not origin_ok("evil.example:8765", "http://evil.example:8765")
     assert origin_ok("localhost:8765", "http://localhost:8765") and origin_ok("[::1]:80", "http://[::1]:80")

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from voicespec.pipeline.voice import load_voice
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.synthesis import Synthesizer
 from voicespec.pipeline.voice import DEFAULT_VOICE
 

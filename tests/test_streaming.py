@@ -17,7 +17,8 @@ from encodec import EncodecModel
 from encodec.modules import SConv1d, SEANetDecoder
 
 from voicespec.codec.model import Codec, CodecConfig
-from voicespec.codec.seanet import StreamingDecoder, decode_rtf
+from voicespec.bench.codec_rtf import decode_rtf
+from voicespec.codec.seanet import StreamingDecoder
 
 ATOL = 2e-6
 SMALL = CodecConfig(n_filters=8, ratios=(8, 6, 5, 2), lstm=0, pad_mode="constant", n_q=4, n_codebooks=4, dimension=32)

@@ -8,8 +8,7 @@ import pytest
 import torch
 import torchaudio.functional as AF
 
-from voicespec.engine.decoder import DecodeConfig
-from voicespec.engine.sampling import SamplingConfig
+from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.voice import Voice

@@ -12,10 +12,11 @@ import pytest
 import soundfile as sf
 import torch
 
-from voicespec.train.asr import (
-    ENCODERS, AsrConfig, AsrTrainConfig, CtcAsr, _torchaudio_align, align, cer, char_spans, corpus_error_rates,
-    ctc_durations, durations_from_spans, greedy_decode, length_batches, run_asr, train_asr, transcribe, viterbi_align,
-    wer,
+from voicespec.eval.judge import cer, corpus_error_rates, wer
+from voicespec.eval.recognizer import AsrConfig, CtcAsr, greedy_decode, transcribe
+from voicespec.train.asr import ENCODERS, AsrTrainConfig, length_batches, run_asr, train_asr
+from voicespec.train.ctc_align import (
+    _torchaudio_align, align, char_spans, ctc_durations, durations_from_spans, viterbi_align,
 )
 from voicespec.codec.model import Codec, CodecConfig
 from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
@@ -220,8 +221,10 @@ def test_bad_folders_give_clear_errors(tmp_path):
 def test_cli_registers_train_asr():
     from voicespec.cli import build_parser
 
-    args = build_parser().parse_args(["train", "asr", "--data", "d", "--out", "o", "--minutes", "5"])
+    argv = ["train", "asr", "--data", "d", "--out", "o", "--minutes", "5"]
+    args = build_parser(argv).parse_args(argv)
     assert args.func is run_asr and args.minutes == 5.0 and args.data == "d" and args.encoder == "gru"
-    args = build_parser().parse_args(["train", "asr", "--data", "d", "--out", "o", "--encoder", "transformer"])
+    argv = ["train", "asr", "--data", "d", "--out", "o", "--encoder", "transformer"]
+    args = build_parser(argv).parse_args(argv)
     assert args.encoder == "transformer"
     assert 1e6 < CtcAsr(ENCODERS["gru"]).n_params() < 3e6 and 1e6 < CtcAsr(ENCODERS["transformer"]).n_params() < 3e6

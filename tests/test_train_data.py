@@ -167,14 +167,15 @@ def test_teacher_corpus_end_to_end_and_resume(tmp_path, teacher):
 
 
 def test_cli_main(tmp_path, teacher, monkeypatch, capsys):
+    from voicespec.cli import main
     from voicespec.train import data
 
     monkeypatch.setattr(data, "PiperTeacher", lambda seed=0, threads=None: teacher)
     out = tmp_path / "c"
-    assert data.main(["--out", str(out), "--hours", "0.0005", "--no-progress"]) == 0
+    assert main(["train", "data", "--out", str(out), "--hours", "0.0005", "--no-progress"]) == 0
     assert "utterances" in capsys.readouterr().out
     assert len(read_manifest(out / "manifest.jsonl")[0]) >= 1
-    assert data.main(["--out", str(out), "--hours", "0.0005", "--sample-rate", "16000", "--no-progress"]) == 2
+    assert main(["train", "data", "--out", str(out), "--hours", "0.0005", "--sample-rate", "16000", "--no-progress"]) == 2
     assert "different settings" in capsys.readouterr().err
 
 

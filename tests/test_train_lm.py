@@ -11,14 +11,14 @@ import torch
 from test_train_asr import _fake_corpus
 from voicespec.codec.model import Codec
 from voicespec.lm.codec_lm import CodecLM
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.frontend.duration import frame_track
 from voicespec.engine.drafters import ModelDrafter
 from voicespec.lm.loading import load_step_lm
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import TINY_CODEC
-from voicespec.train.asr import AsrConfig, CtcAsr
-from voicespec.frontend.duration import DurationTrainConfig, read_items, train_duration
+from voicespec.eval.recognizer import AsrConfig, CtcAsr
+from voicespec.train.duration import DurationTrainConfig, read_items, train_duration
 from voicespec.pipeline.synthesis import Synthesizer
 from voicespec.train import lm as lm_recipe
 from voicespec.train.lm import LMTrainConfig, default_target_config, prepare, train_draft, train_target

@@ -8,10 +8,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter, NGramDrafter
 from voicespec.engine.layout import Prompt
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import TEXT_VOCAB, codec_draft, flat_draft, tiny_codec_lm, tiny_flat
 from voicespec.engine.verify import residual, verify_greedy, verify_sampling
 

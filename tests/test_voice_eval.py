@@ -9,7 +9,7 @@ import soundfile as sf
 from test_train_asr import TINY, _fake_corpus
 from voicespec.cli import main
 from voicespec.pipeline.tiny import build_tiny_voice
-from voicespec.train.asr import CtcAsr
+from voicespec.eval.recognizer import CtcAsr
 from voicespec.pipeline.voice import Voice
 from voicespec.eval.voice_eval import write_voice_samples
 

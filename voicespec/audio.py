@@ -15,7 +15,8 @@ import soundfile as sf
 import torch
 import torchaudio.transforms as T
 
-ENCODINGS = ("f32le", "pcm_s16le")
+from voicespec.options import ENCODINGS
+
 FILE_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16")}
 
 

@@ -18,11 +18,12 @@ from typing import Any
 from tqdm import tqdm
 
 from voicespec.audio import write_audio_atomic
+from voicespec.checks import is_int
+from voicespec.options import SAMPLING_OPTIONS, sampling_overrides
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "repetition_penalty", "repetition_window")
-ITEM_KEYS = {"id", "text", "voice", "seed", *SAMPLING_KEYS}
+ITEM_KEYS = {"id", "text", "voice", "seed", *(o.name for o in SAMPLING_OPTIONS)}
 PROGRESS = "progress.jsonl"
 SUMMARY = "summary.json"
 
@@ -64,9 +65,12 @@ def parse_line(line: str, index: int, jsonl: bool) -> Item | BadLine | None:
     if not isinstance(text, str):
         return BadLine(index, "'text' must be a string")
     seed = obj.get("seed")
-    if seed is not None and not isinstance(seed, int):
+    if seed is not None and not is_int(seed):
         return BadLine(index, "'seed' must be an integer")
-    sampling = {k: obj[k] for k in SAMPLING_KEYS if k in obj}
+    try:
+        sampling = sampling_overrides(obj)
+    except ValueError as e:
+        return BadLine(index, str(e))
     return Item(item_id, text, index, obj.get("voice"), seed, sampling)
 
 

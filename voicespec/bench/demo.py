@@ -21,9 +21,8 @@ from voicespec.pipeline.voice import Voice
 
 from voicespec.bench.runner import Case, EngineMethod, run_interleaved
 from voicespec.bench.summary import summarize
-from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.drafters import ModelDrafter, NGramDrafter
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.tiny import build_tiny_voice, codec_draft, flat_draft, tiny_codec_lm, tiny_flat
 
 

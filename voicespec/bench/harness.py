@@ -7,9 +7,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.drafters import Drafter
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice
 from voicespec.bench import machine

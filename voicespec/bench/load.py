@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from voicespec.serve.client import TTSClient
-from voicespec.serve.server import WS_PATH, ServerConfig, TTSServer
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.protocol import WS_PATH
+from voicespec.serve.server import TTSServer
 from voicespec.pipeline.voice import Voice
 from voicespec.bench.dist import percentiles
 from voicespec.bench.streaming import StreamSpec

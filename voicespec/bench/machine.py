@@ -7,7 +7,6 @@ import platform
 import resource
 import subprocess
 import sys
-from pathlib import Path
 from importlib import metadata
 from typing import Any
 

@@ -20,7 +20,7 @@ from voicespec.engine.drafters import Drafter, ModelDrafter, NGramDrafter
 from voicespec.lm.hf import LayoutMaskProcessor
 from voicespec.engine.layout import FlatLayout
 from voicespec.engine.step_lm import StepLM
-from voicespec.engine.sampling import SamplingConfig
+from voicespec.engine.config import SamplingConfig
 from voicespec.bench.runner import Case, Run
 
 PLAIN = "hf generate"

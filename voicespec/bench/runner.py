@@ -15,11 +15,12 @@ from typing import Protocol
 
 import torch
 
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import Drafter
 from voicespec.engine.layout import Prompt
 from voicespec.engine.step_lm import StepLM
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.engine.stats import DecodeStats
 
 

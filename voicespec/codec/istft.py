@@ -25,36 +25,25 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.codec.seanet import CodecStream
+from voicespec.codec.stream import CodecStream, padded_conv1d
 
 if TYPE_CHECKING:
     from voicespec.codec.model import Codec
 
 KERNEL = 7
-SMALL_CHUNK = 16  # frames: shorter inputs take the unfolded path in _CausalConv.step
 LOG_MAG_MAX = 6.0  # exp(6) ~ 400: caps the predicted magnitude so an early step cannot blow up
 
 
 class _CausalConv(nn.Conv1d):
     """Conv1d over frames, padded on the left with the previous chunk's last inputs (zeros at start).
 
-    A streaming chunk is a few frames; there ``F.conv1d`` takes a slow path on CPU (~0.3 ms per
-    call for one frame), so short inputs are computed from the unfolded window instead."""
+    Short streaming chunks take :func:`~voicespec.codec.stream.padded_conv1d`'s unfolded path."""
 
     def step(self, x: torch.Tensor, cache: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         pad = self.kernel_size[0] - 1
         past = x.new_zeros(x.shape[0], x.shape[1], pad) if cache is None else cache
         xp = torch.cat([past, x], dim=-1)
-        n = x.shape[-1]
-        if n > SMALL_CHUNK:
-            y = self._conv_forward(xp, self.weight, self.bias)
-        elif self.groups == 1:
-            cols = xp.unfold(-1, pad + 1, 1).transpose(1, 2).reshape(x.shape[0], n, -1)  # [B, n, C_in * k]
-            y = F.linear(cols, self.weight.view(self.out_channels, -1), self.bias).transpose(1, 2)
-        else:  # depthwise
-            cols = xp.unfold(-1, pad + 1, 1)  # [B, C, n, k]
-            y = (cols * self.weight[:, 0, None, :]).sum(-1) + self.bias[:, None]
-        return y, xp[..., xp.shape[-1] - pad:]
+        return padded_conv1d(xp, self.weight, self.bias, 1, self.groups), xp[..., xp.shape[-1] - pad:]
 
 
 class _ConvNeXtBlock(nn.Module):

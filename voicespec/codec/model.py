@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from encodec import EncodecModel
@@ -20,9 +20,9 @@ from encodec import quantization as eq
 
 from voicespec.folders import FolderConfig, load_weights, save_folder
 from voicespec.codec.istft import IstftDecoder, IstftStream
+from voicespec.codec.seanet import StreamingDecoder
+from voicespec.codec.stream import CodecStream
 
-if TYPE_CHECKING:
-    from voicespec.codec.seanet import CodecStream
 
 CODEC_TYPE = "voicespec_encodec"
 DECODERS = ("seanet", "istft")
@@ -170,13 +170,4 @@ class Codec:
         at least ``min_frames`` frames per call (``CodecStream``)."""
         if self.config.decoder == "istft":
             return IstftStream(self, min_frames)
-        from voicespec.codec.seanet import StreamingDecoder
         return StreamingDecoder(self, min_frames)
-
-
-def load_codec(spec: str, device: str = "cpu") -> Codec:
-    """``encodec_24khz[:K]`` for the pretrained model (network), else a local codec folder."""
-    if spec.startswith("encodec_24khz"):
-        _, _, k = spec.partition(":")
-        return Codec.pretrained_24khz(int(k) if k else 8, device)
-    return Codec.from_folder(spec, device)

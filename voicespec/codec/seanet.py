@@ -1,5 +1,5 @@
-"""Stateful streaming decoding: codes in, PCM out, chunk by chunk (``CodecStream``), and its
-SEANet implementation (``StreamingDecoder``; the frame-rate decoder's is ``istft_decoder.IstftStream``).
+"""Streaming decoding for the SEANet decoder (``StreamingDecoder``, a
+:class:`~voicespec.codec.stream.CodecStream`; the frame-rate decoder's is ``istft.IstftStream``).
 
 ``EncodecModel.decode`` is causal but stateless: to decode frames as a codec LM produces them one
 would re-decode a context window for every chunk. ``StreamingDecoder`` instead mirrors the
@@ -28,8 +28,6 @@ there. ``flush()`` on an utterance shorter than that falls back to the normal fu
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,6 +36,8 @@ from encodec.modules.lstm import SLSTM
 from encodec.modules.seanet import SEANetResnetBlock
 from torch import nn
 from torch.nn import functional as F
+
+from voicespec.codec.stream import CodecStream, padded_conv1d
 
 if TYPE_CHECKING:
     from voicespec.codec.model import Codec
@@ -49,9 +49,6 @@ POINTWISE = (
 )
 PAD_MODES = ("constant", "reflect", "replicate")
 NORMS = ("none", "weight_norm")
-# Below this many output samples a conv runs as one matmul: on CPU ``F.conv1d`` takes a slow path
-# for a handful of samples (e.g. the first layer at 1-13 frames per chunk), ~3-6x slower.
-SMALL_CONV = 16
 
 
 class _Stage:
@@ -124,12 +121,7 @@ class _Conv(_Stage):
             xp = x
         if self.pad:
             self.state = xp[..., -self.pad:]
-        n = x.shape[-1]
-        if n <= SMALL_CONV and self.conv.groups == 1:  # tiny chunk (frame-rate layers): im2col + matmul
-            d = self.conv.dilation[0]
-            cols = xp[0].unfold(-1, self.pad + 1, 1)[..., ::d].transpose(0, 1).reshape(n, -1)  # [n, C_in * k]
-            return F.linear(cols, self.weight.view(self.weight.shape[0], -1), self.bias).t().unsqueeze(0)
-        return F.conv1d(xp, self.weight, self.bias, dilation=self.conv.dilation, groups=self.conv.groups)
+        return padded_conv1d(xp, self.weight, self.bias, self.conv.dilation[0], self.conv.groups)
 
     def reset(self) -> None:
         self.state, self.started = None, False
@@ -286,93 +278,6 @@ def _build(module: nn.Module, upsample: int, where: str) -> tuple[_Stage, int, i
     raise ValueError(f"{where}: {type(module).__name__} is not supported by the streaming decoder")
 
 
-class CodecStream:
-    """Decode codes ``[K, n]`` chunk by chunk into PCM equal to one full ``codec.decode``.
-
-    ``push(codes)`` returns the new PCM (float32, CPU; empty while warming up), ``flush()`` ends
-    the utterance and returns whatever was held back, ``reset()`` starts a new utterance.
-    ``samples_out`` counts the samples emitted in the current utterance; ``warmup_frames`` is how
-    many frames go in before the first output: they are queued until then, and an utterance
-    shorter than that is decoded whole on ``flush()`` (exact by definition). After ``flush()`` the
-    stream is closed: ``push`` raises until ``reset()``. Subclasses (one per decoder
-    architecture) say how a chunk decodes (``_push``, never before the warm-up is complete) and
-    what ``flush`` still owes (``_flush``).
-
-    ``min_frames``: frames are queued until at least this many can be decoded together. A decode
-    call's cost is mostly reading the decoder's weights, whatever the chunk length, so on a CPU
-    decoding two frames at a time costs little more than one (measured in the README); the price
-    is up to ``min_frames - 1`` frames of extra latency. The output is the same either way.
-    """
-
-    warmup_frames = 1
-
-    def __init__(self, codec: Codec, min_frames: int = 1) -> None:
-        if min_frames < 1:
-            raise ValueError(f"min_frames must be >= 1, got {min_frames}")
-        self.codec = codec
-        self.device = codec.device
-        self.hop = codec.hop_length
-        self.min_frames = min_frames
-
-    def reset(self) -> None:
-        """Forget the current utterance: the next ``push`` starts a new one."""
-        self._closed = False
-        self._queue: list[torch.Tensor] = []
-        self._queued = 0
-        self._started = False
-        self.frames_in = 0
-        self.samples_out = 0
-        self._reset()
-
-    @torch.inference_mode()
-    def push(self, codes: torch.Tensor) -> torch.Tensor:
-        """codes ``[K, n]`` (n >= 0) -> the PCM ``[m]`` they complete (``m == n * hop`` once warm)."""
-        if self._closed:
-            raise RuntimeError("utterance already flushed: call reset() before pushing a new one")
-        codes = self.codec._check_codes(codes)
-        self.frames_in += codes.shape[1]
-        self._queue.append(codes)
-        self._queued += codes.shape[1]
-        needed = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
-        if self._queued == 0 or self._queued < needed:
-            return torch.zeros(0)
-        self._started = True
-        return self._emit(self._push(self._take()))
-
-    @torch.inference_mode()
-    def flush(self) -> torch.Tensor:
-        """End of utterance: the PCM still held back."""
-        if self._closed:
-            return torch.zeros(0)
-        self._closed = True
-        if not self._started:  # shorter than the warm-up (or empty): decode it whole
-            return self._emit(self.codec.decode(self._take()) if self._queued else torch.zeros(0))
-        head = self._push(self._take()) if self._queued else torch.zeros(0)
-        return self._emit(torch.cat([head.float().cpu(), self._flush().float().cpu()]))
-
-    def _take(self) -> torch.Tensor:
-        codes = self._queue[0] if len(self._queue) == 1 else torch.cat(self._queue, dim=1)
-        self._queue, self._queued = [], 0
-        return codes
-
-    def _latents(self, codes: torch.Tensor) -> torch.Tensor:
-        return self.codec.model.quantizer.decode(codes.to(self.device).unsqueeze(1))  # [K,1,n] -> [1,D,n]
-
-    def _emit(self, pcm: torch.Tensor) -> torch.Tensor:
-        pcm = pcm.float().cpu()
-        self.samples_out += pcm.shape[0]
-        return pcm
-
-    def _reset(self) -> None:
-        raise NotImplementedError
-
-    def _push(self, codes: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _flush(self) -> torch.Tensor:
-        raise NotImplementedError
-
-
 class StreamingDecoder(CodecStream):
     """``CodecStream`` for the SEANet decoder (module docstring). Layer weights are read (with
     ``weight_norm`` applied) at construction and on ``reset()``: if the codec's weights change in
@@ -397,50 +302,3 @@ class StreamingDecoder(CodecStream):
 
     def _flush(self) -> torch.Tensor:
         return torch.zeros(0)  # nothing carried is owed: every pushed frame's audio is out
-
-
-def decode_rtf(codec: Codec, chunk_frames: int, seconds: float = 2.0, repeats: int = 3, seed: int = 0) -> dict:
-    """Streaming decode real-time factor (decode wall time / audio duration; < 1 is faster than
-    real time) for chunks of ``chunk_frames`` frames, median of ``repeats`` runs on random codes.
-    Also reports the full (non-streaming) decode's RTF on the same codes for comparison."""
-    if chunk_frames < 1 or seconds <= 0 or repeats < 1:
-        raise ValueError("chunk_frames >= 1, seconds > 0 and repeats >= 1 required")
-    n_frames = max(1, round(seconds * codec.frame_rate))
-    gen = torch.Generator().manual_seed(seed)
-    codes = torch.randint(0, codec.codebook_size, (codec.n_codebooks, n_frames), generator=gen)
-    audio_s = n_frames * codec.hop_length / codec.sample_rate
-    dec = codec.streaming_decoder()
-
-    def streamed() -> None:
-        dec.reset()
-        for i in range(0, n_frames, chunk_frames):
-            dec.push(codes[:, i: i + chunk_frames])
-        dec.flush()
-
-    def timed(fn) -> float:
-        fn()  # warm-up run (allocator, kernels)
-        walls = []
-        for _ in range(repeats):
-            if codec.device.type == "cuda":
-                torch.cuda.synchronize(codec.device)
-            t0 = time.perf_counter()
-            fn()
-            if codec.device.type == "cuda":
-                torch.cuda.synchronize(codec.device)
-            walls.append(time.perf_counter() - t0)
-        return statistics.median(walls)
-
-    wall = timed(streamed)
-    full_wall = timed(lambda: codec.decode(codes))
-    return {
-        "chunk_frames": chunk_frames,
-        "chunk_ms": 1000.0 * chunk_frames / codec.frame_rate,
-        "frames": n_frames,
-        "audio_s": audio_s,
-        "decode_s": wall,
-        "rtf": wall / audio_s,
-        "per_chunk_ms": 1000.0 * wall / math.ceil(n_frames / chunk_frames),
-        "full_decode_rtf": full_wall / audio_s,
-        "warmup_frames": dec.warmup_frames,
-        "repeats": repeats,
-    }

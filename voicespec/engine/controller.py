@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from voicespec.checks import is_int
+
+
+def check_gamma(value: Any) -> int | str:
+    """The one rule for γ: an integer >= 0, or ``"auto"`` (the adaptive controller)."""
+    if value == "auto" or (is_int(value) and value >= 0):
+        return value
+    raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {value!r}")
 
 
 def expected_steps(alphas: Sequence[float], gamma: int) -> float:
@@ -61,8 +70,7 @@ class FixedGamma:
     gamma: int
 
     def __post_init__(self) -> None:
-        if self.gamma < 0:
-            raise ValueError(f"gamma must be >= 0, got {self.gamma}")
+        check_gamma(self.gamma)
 
     def choose(self, limit: int) -> int:
         return min(self.gamma, limit)
@@ -92,7 +100,6 @@ class AdaptiveGamma:
         self.draft_cost: float | None = None
         self.verify_costs: dict[int, float] = {}
         self.off_steps = 0
-        self.history: list[int] = []
 
     def verify_cost(self, n: int) -> float:
         """Measured cost of verifying ``n`` positions; unmeasured sizes are interpolated linearly
@@ -139,7 +146,6 @@ class AdaptiveGamma:
                     g = self._probe(limit)
             else:
                 self.off_steps = 0
-        self.history.append(g)
         return g
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:

@@ -9,42 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from voicespec.engine.controller import AdaptiveGamma, Controller, ControllerConfig, FixedGamma
+from voicespec.engine.config import DecodeConfig
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, StepLM
 from voicespec.engine.policy import TokenPolicy
-from voicespec.engine.sampling import SamplingConfig, sample, warp
+from voicespec.engine.sampling import sample, warp
 from voicespec.engine.stats import DecodeStats
 from voicespec.engine.verify import Verdict, verify_greedy, verify_sampling
-
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller."""
-
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    gamma: int | str = 4
-    max_steps: int = 2000
-    seed: int | None = None
-    controller: ControllerConfig = field(default_factory=ControllerConfig)
-
-    def __post_init__(self) -> None:
-        if self.gamma != "auto" and not (_is_int(self.gamma) and self.gamma >= 0):
-            raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {self.gamma!r}")
-        if not (_is_int(self.max_steps) and self.max_steps >= 1):
-            raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
-
-    def make_controller(self) -> Controller:
-        return AdaptiveGamma(self.controller) if self.gamma == "auto" else FixedGamma(int(self.gamma))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from voicespec.engine.layout import LayoutState, TokenLayout, masks_along
-from voicespec.engine.sampling import SamplingConfig, recent_tokens, sample, warp
+from voicespec.engine.config import SamplingConfig
+from voicespec.engine.sampling import recent_tokens, sample, warp
 
 
 class TokenPolicy:

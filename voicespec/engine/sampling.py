@@ -7,40 +7,9 @@ the recent tokens for the repetition penalty) rather than mutable decoding state
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How the next token is chosen. ``temperature == 0`` means greedy (argmax)."""
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
-    repetition_window: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.temperature < float("inf"):
-            raise ValueError(f"temperature must be >= 0 and finite, got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if not self.repetition_penalty >= 1:
-            raise ValueError(f"repetition_penalty must be >= 1, got {self.repetition_penalty}")
-        if self.repetition_window < 0:
-            raise ValueError(f"repetition_window must be >= 0, got {self.repetition_window}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    @property
-    def uses_history(self) -> bool:
-        return self.repetition_penalty != 1 and self.repetition_window > 0
+from voicespec.engine.config import SamplingConfig
 
 
 def recent_tokens(history: torch.Tensor, block: torch.Tensor, window: int) -> torch.Tensor:

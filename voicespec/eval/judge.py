@@ -49,6 +49,18 @@ def corpus_error_rates(pairs: Sequence[tuple[str, str]]) -> dict[str, float]:
     return {"cer": chars, "wer": words, "utterances": len(pairs)}
 
 
+def cer(ref: str, hyp: str) -> float:
+    """Character error rate: edits / ``len(ref)``. An empty reference gives ``len(hyp)`` (0 for
+    an empty hypothesis) so that it never divides by zero."""
+    return edit_distance(ref, hyp) / max(len(ref), 1)
+
+
+def wer(ref: str, hyp: str) -> float:
+    """Word error rate: word-level edits / reference words (empty reference as in :func:`cer`)."""
+    r, h = ref.split(), hyp.split()
+    return edit_distance(r, h) / max(len(r), 1)
+
+
 @dataclass(frozen=True)
 class Scores:
     wer: float

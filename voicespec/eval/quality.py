@@ -141,14 +141,14 @@ def mcd_dtw(ref: np.ndarray | torch.Tensor, hyp: np.ndarray | torch.Tensor, samp
 
 def cer_report(asr: Any, items: Iterable[tuple[str, np.ndarray | torch.Tensor, int]]) -> dict[str, Any]:
     """Intelligibility of audio: greedy CTC transcripts of each ``(reference text, pcm,
-    sample_rate)`` by ``asr`` (a :class:`~voicespec.train.asr.CtcAsr`), pooled CER/WER
+    sample_rate)`` by ``asr`` (a :class:`~voicespec.eval.recognizer.CtcAsr`), pooled CER/WER
     (:func:`~voicespec.eval.judge.corpus_error_rates`) and per-item hypotheses.
 
     References are reduced to the recognizer's alphabet exactly as its training data was (the
     held-out CER in its config is measured the same way), so pass normalized text
     (:func:`voicespec.frontend.text.normalize`); ``ref_chars_dropped`` counts what that reduction removed."""
-    from voicespec.eval.judge import corpus_error_rates
-    from voicespec.train.asr import cer, transcribe, wer
+    from voicespec.eval.judge import cer, corpus_error_rates, wer
+    from voicespec.eval.recognizer import transcribe
 
     rows, pairs, dropped = [], [], 0
     for text, pcm, sample_rate in items:

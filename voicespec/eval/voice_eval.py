@@ -1,10 +1,11 @@
 """Honest quality numbers for a voice: ``voicespec evaluate``.
 
 Two sentence sets: *held-out* teacher sentences (texts the LM never trained on) and *unseen-word*
-sentences made only of words that never occur in training (:mod:`voicespec.train.vocab`; the
-teacher speaks them here). For each, the independent judge (PocketSphinx, :mod:`voicespec.eval.judge`)
-transcribes (a) the teacher audio, (b) its codec resynthesis and (c) the voice's own speech,
-decoded with speculation off and on and greedily; word and character error rates are corpus-level.
+sentences made only of words that never occur in training (the training side makes and speaks
+them: :func:`voicespec.train.data.spoken_unseen_clips`; the command line hands both sets in).
+For each, the independent judge (PocketSphinx, :mod:`voicespec.eval.judge`) transcribes (a) the
+teacher audio, (b) its codec resynthesis and (c) the voice's own speech, decoded with speculation
+off and on and greedily; word and character error rates are corpus-level.
 Given ``--asr``, the in-repo CTC recognizer's CER is reported too (a kinder judge: it was trained on
 the teacher). MCD-DTW compares generated and resynthesized speech with the teacher's. Greedy
 decoding must give the same frames with and without speculation (checked per sentence); sampled
@@ -14,10 +15,7 @@ should agree within noise.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,12 +25,11 @@ import torchaudio.functional as AF
 import torchaudio.transforms as T
 
 from voicespec.audio import write_audio_atomic
-from voicespec.engine.decoder import DecodeConfig
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.eval.clips import heldout_clips
 from voicespec.eval.judge import PocketSphinxJudge, default_judge
 from voicespec.eval.quality import cer_report, mcd_dtw
-from voicespec.engine.sampling import SamplingConfig
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
-from voicespec.train.samples import heldout_clips
 from voicespec.pipeline.voice import Voice
 
 ROWS = ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")
@@ -52,23 +49,6 @@ def speculative_default(voice: Voice) -> str:
         return voice.config.default_drafter
     models = [name for name in voice.drafter_names if name not in ("none", "ngram")]
     return models[0] if models else "ngram"
-
-
-def unseen_clips(n: int, seed: int = 0) -> list[tuple[str, str, torch.Tensor, int]]:
-    """(id, text, teacher audio, rate) of ``n`` unseen-word sentences, spoken by the teacher now
-    (needs the ``train`` extra)."""
-    from voicespec.train.corpus import core_words
-    from voicespec.train.data import PiperTeacher
-    from voicespec.train.vocab import unseen_word_sentences
-    from voicespec.frontend.text import normalize, sanitize
-
-    teacher = PiperTeacher(seed=seed)
-    out = []
-    for i, raw in enumerate(unseen_word_sentences(n, seed, core_words())):
-        text = normalize(sanitize(raw))
-        spoken = teacher.synthesize(text, key=f"unseen{i}")
-        out.append((f"unseen{i:03d}", text, torch.from_numpy(spoken.audio), spoken.sample_rate))
-    return out
 
 
 def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = None, log=print,
@@ -123,20 +103,21 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = 
     return report
 
 
-def evaluate_voice(voice: Voice, data_dir: Path, n: int = 12, n_unseen: int = 12, drafter: str | None = None,
+def evaluate_voice(voice: Voice, heldout: list, unseen: list, drafter: str | None = None,
                    seed: int = 0, asr_dir: Path | None = None, log=print) -> dict[str, Any]:
-    """The report of ``voicespec evaluate``: one section per sentence set."""
+    """The report of ``voicespec evaluate``: one section per sentence set. Each set is a list of
+    ``(id, text, teacher audio [S], rate)``; ``unseen`` may be empty (no such section)."""
     asr = None
     if asr_dir is not None:
-        from voicespec.train.asr import load_asr
+        from voicespec.eval.recognizer import load_asr
 
         asr = load_asr(asr_dir)
     drafter = drafter or speculative_default(voice)
     report: dict[str, Any] = {"voice": voice.name, "drafter": drafter, "sampling": voice.config.sampling,
                               "seed": seed, "judge": "pocketsphinx en-us (bundled models)"}
-    report["heldout"] = evaluate_set(voice, heldout_clips(data_dir, n), drafter, seed, asr, log)
-    if n_unseen:
-        report["unseen_words"] = evaluate_set(voice, unseen_clips(n_unseen, seed), drafter, seed, asr, log, closed=True)
+    report["heldout"] = evaluate_set(voice, heldout, drafter, seed, asr, log)
+    if unseen:
+        report["unseen_words"] = evaluate_set(voice, unseen, drafter, seed, asr, log, closed=True)
     return report
 
 
@@ -181,45 +162,3 @@ def _mel_figure(voice: Voice, synth: Synthesizer, data_dir: Path, png: Path, see
     fig.savefig(png, dpi=80)
     plt.close(fig)
     return png
-
-
-def add_evaluate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--voice", help="voice folder or name (default: the shipped default voice)")
-    p.add_argument("--asr", help="also report the in-repo CTC recognizer's CER (a recognizer folder)")
-    p.add_argument("--data", required=True, help="teacher corpus (its held-out split is evaluated)")
-    p.add_argument("--n", type=int, default=12, help="held-out sentences (default 12)")
-    p.add_argument("--unseen", type=int, default=12,
-                   help="unseen-word sentences, spoken by the teacher now (default 12; 0: skip)")
-    p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's default "
-                                                 "drafter, or its first draft model if that is none)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="JSON report")
-    p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "
-                                      "voice-mels.png (teacher vs codec vs generated)")
-    p.add_argument("--prompts", default="samples/prompts.txt", help="one text per line, for --samples")
-
-
-def run_evaluate(args: argparse.Namespace) -> int:
-    from voicespec.pipeline.voice import load_voice
-
-    t0 = time.perf_counter()
-    voice = load_voice(args.voice)
-    report = evaluate_voice(voice, Path(args.data), args.n, args.unseen, args.drafter, args.seed,
-                            args.asr and Path(args.asr))
-    report["wall_s"] = round(time.perf_counter() - t0, 1)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    for section in ("heldout", "unseen_words"):
-        if section not in report:
-            continue
-        print(f"{section} ({report[section]['utterances']} sentences), judged by PocketSphinx:")
-        for key in ROWS:
-            r = report[section][key]
-            extra = "".join(f"  {k} {r[k]:.2f}" for k in ("closed_wer", "inrepo_cer", "mcd_dtw_db", "rtf_median") if k in r)
-            print(f"  {key:14s} WER {r['wer']:.3f}  CER {r['cer']:.3f}{extra}")
-        print(f"  greedy speculative == plain on every sentence: {report[section]['greedy_spec_equals_plain']}")
-    if args.samples:
-        prompts = [line.strip() for line in Path(args.prompts).read_text().splitlines() if line.strip()]
-        written = write_voice_samples(voice, prompts, Path(args.data), Path(args.samples), args.seed)
-        print(f"wrote {len(written)} sample files to {args.samples}")
-    return 0

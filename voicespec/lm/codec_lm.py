@@ -17,6 +17,7 @@ streams, with Moshi's depth stage as the model. It is a ``PreTrainedModel``, so
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import torch
@@ -229,6 +230,17 @@ AutoModel.register(CodecLMConfig, CodecLM)
 
 
 END_ROW = (0, 0, 0, 0)  # the track past the last frame: no unit; the model learns EOS there
+
+
+def truncated_copy(model: torch.nn.Module, n_layers: int, layers_attr: str) -> torch.nn.Module:
+    """A copy of ``model`` keeping only its first ``n_layers`` decoder layers (early exit)."""
+    small = copy.deepcopy(model)
+    parent_name, _, name = layers_attr.rpartition(".")
+    parent = small.get_submodule(parent_name) if parent_name else small
+    setattr(parent, name, torch.nn.ModuleList(list(getattr(parent, name))[:n_layers]))
+    parent.config.num_hidden_layers = n_layers
+    small.config.num_hidden_layers = n_layers
+    return small
 
 
 class CodecLMSession(LMSession):

@@ -10,17 +10,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 import torch
 
 from voicespec.audio import StreamingResampler
-from voicespec.engine.decoder import DecodeConfig, SpecDecoder
+from voicespec.engine.config import DecodeConfig
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.layout import Prompt
 from voicespec.engine.stats import DecodeStats
+from voicespec.options import check_sample_rate
 from voicespec.pipeline.voice import Voice
-
-SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)
 
 
 def sentence_config(voice: Voice, base: DecodeConfig, i: int, n_chars: int, prompt: Prompt) -> DecodeConfig:
@@ -42,8 +43,8 @@ class SynthesisOptions:
     sample_rate: int | None = None
 
     def __post_init__(self) -> None:
-        if self.sample_rate is not None and self.sample_rate not in SAMPLE_RATES:
-            raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {self.sample_rate}")
+        if self.sample_rate is not None:
+            check_sample_rate(self.sample_rate)
 
 
 @dataclass
@@ -86,6 +87,14 @@ class SynthesisStats:
             f"audio {self.audio_s:.2f}s  wall {self.wall_s:.2f}s  RTF {self.rtf:.3f}  "
             f"acceptance {d.acceptance_rate:.2f}  mean accepted length {d.mean_accepted_length:.2f}"
         )
+
+
+class Step(Enum):
+    """What a :class:`SynthesisStream` does next (see ``SynthesisStream._next_step``)."""
+
+    SENTENCE = "sentence"  # decode the next sentence
+    WAIT = "wait"  # caught up while more text may come: yield None, the consumer does other work
+    END = "end"  # no more text: flush the codec's tail and stop
 
 
 class SynthesisStream:
@@ -147,17 +156,44 @@ class SynthesisStream:
         if chunk := self._emit(torch.cat([tail, resampler.flush()]), sentence):
             yield chunk
 
-    def __iter__(self) -> Iterator[AudioChunk]:
-        codec = self.voice.codec
-        decoder = self.voice.codec_stream()
-        resampler = StreamingResampler(codec.sample_rate, self.stats.sample_rate)
-        for i in range(len(self.sentences)):
-            yield from (chunk for chunk in self._sentence(i, decoder, resampler) if chunk is not None)
-            if self.cancelled:
-                self.stats.decode.finish_reason = "cancelled"
+    def _next_step(self, i: int) -> Step | Any:
+        """What to do once ``i`` sentences are decoded; a subclass whose text arrives while it runs
+        also waits (:attr:`Step.WAIT`) and places marks (any other value)."""
+        return Step.SENTENCE if i < len(self.sentences) else Step.END
+
+    def _waveform(self) -> tuple[Any, StreamingResampler]:
+        """A fresh codec decoder and resampler: audio pushed through one pair runs on seamlessly."""
+        return self.voice.codec_stream(), StreamingResampler(self.voice.codec.sample_rate, self.stats.sample_rate)
+
+    def __iter__(self) -> Iterator[Any]:
+        """:class:`AudioChunk` s, sentence after sentence through one waveform, its tail flushed at
+        the end. Where :meth:`_next_step` says so, also None (a wait) and marks: a mark comes after
+        all audio before it (the waveform is flushed and a new one begins)."""
+        decoder, resampler = self._waveform()
+        pending = False  # audio pushed into the codec since its last flush
+        i = 0
+        while not self.cancelled:
+            step = self._next_step(i)
+            if step is Step.END:
                 break
-        if not self.cancelled:
-            yield from self._flush_codec(decoder, resampler, len(self.sentences) - 1)
+            if step is Step.WAIT:
+                yield None
+            elif step is Step.SENTENCE:
+                for chunk in self._sentence(i, decoder, resampler):
+                    pending = True
+                    if chunk is not None:
+                        yield chunk
+                i += 1
+            else:
+                if pending:
+                    yield from self._flush_codec(decoder, resampler, i - 1)
+                    decoder, resampler = self._waveform()
+                    pending = False
+                yield step
+        if self.cancelled:
+            self.stats.decode.finish_reason = "cancelled"
+        elif pending:
+            yield from self._flush_codec(decoder, resampler, i - 1)
         self.stats.wall_s = time.perf_counter() - self._t0
 
 

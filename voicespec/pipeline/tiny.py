@@ -7,7 +7,6 @@ so the pair agrees often enough to exercise long accepted runs.
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from voicespec.codec.model import Codec, CodecConfig
-from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
+from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM, truncated_copy
 from voicespec.frontend.duration import DurationConfig, DurationModel
 from voicespec.engine.layout import FlatLayout
 from voicespec.frontend.phonemes import PhonemeTokenizer
@@ -36,19 +35,6 @@ def tiny_flat_layout(
         n_codebooks, codebook_size, audio_offset=offset, vocab_size=offset + n_codebooks * codebook_size,
         start_id=0, eos_id=1, pad_id=2, min_frames=min_frames,
     )
-
-
-
-
-def truncated_copy(model: torch.nn.Module, n_layers: int, layers_attr: str) -> torch.nn.Module:
-    """A copy of ``model`` keeping only its first ``n_layers`` decoder layers (early exit)."""
-    small = copy.deepcopy(model)
-    parent_name, _, name = layers_attr.rpartition(".")
-    parent = small.get_submodule(parent_name) if parent_name else small
-    setattr(parent, name, torch.nn.ModuleList(list(getattr(parent, name))[:n_layers]))
-    parent.config.num_hidden_layers = n_layers
-    small.config.num_hidden_layers = n_layers
-    return small
 
 
 def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.float32, **layout_kw: int) -> HFCausalLM:

@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from voicespec.codec.model import Codec
-from voicespec.engine.drafters import Drafter, ModelDrafter, NGramDrafter
+from voicespec.engine.drafters import Drafter
 from voicespec.frontend.duration import DurationModel, frame_track, load_duration
 from voicespec.engine.layout import FlatLayout, Prompt
 from voicespec.engine.step_lm import StepLM
-from voicespec.codec.seanet import CodecStream
+from voicespec.codec.stream import CodecStream
 from voicespec.lm.loading import load_step_lm
-from voicespec.engine.sampling import SamplingConfig
+from voicespec.engine.config import SamplingConfig
 from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
 from voicespec.paths import MODELS_DIR
+from voicespec.pipeline.drafters import build_drafter, drafter_names
 
 VOICE_FILE = "voice.json"
 DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped in models/, used when none is named
@@ -114,19 +115,12 @@ class Voice:
 
     @property
     def drafter_names(self) -> list[str]:
-        return ["none", "ngram", *sorted(self.draft_dirs)]
+        return drafter_names(self.draft_dirs)
 
     def drafter(self, name: str) -> Drafter | None:
         """A drafter by name: ``none``, ``ngram`` or a draft model shipped with the voice."""
-        if name == "none":
-            return None
         if name not in self._drafters:
-            if name == "ngram":
-                self._drafters[name] = NGramDrafter(**self.config.ngram)
-            elif name in self.draft_dirs:
-                self._drafters[name] = ModelDrafter(load_step_lm(str(self.draft_dirs[name])))
-            else:
-                raise ValueError(f"unknown drafter {name!r} for voice {self.name!r}; choose one of: {', '.join(self.drafter_names)}")
+            self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}")
         return self._drafters[name]
 
     @classmethod

@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicespec.frontend.text import TextError, normalize, sanitize
+from voicespec.checks import is_int, is_number
+from voicespec.engine.controller import check_gamma
+from voicespec.options import ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate, sampling_overrides
 
 VERSION = 1
 MAGIC = b"VS"
-SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)  # == synthesis.SAMPLE_RATES (a test checks)
-ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # bytes per sample
+WS_PATH = "/v1/stream"  # where the server accepts WebSocket connections
+DEFAULT_PORT = 8765
 TRANSPORTS = ("binary", "base64")
 CONTEXT_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 FLUSH_ID_MAX = 128
@@ -92,10 +93,7 @@ class Start:
     sample_rate: int | None = None
     encoding: str = "pcm_s16le"
     audio_transport: str = "binary"
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    repetition_penalty: float | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)  # SamplingConfig overrides (options.SAMPLING_OPTIONS)
     seed: int | None = None
     latency_budget_ms: float | None = None
     drafter: str | None = None
@@ -103,8 +101,7 @@ class Start:
     pacing_lead_ms: float | None = None
 
     def sampling_overrides(self) -> dict[str, Any]:
-        keys = ("temperature", "top_k", "top_p", "repetition_penalty")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        return dict(self.sampling)
 
 
 @dataclass(frozen=True)
@@ -141,24 +138,16 @@ class ClientStats:
 ClientMessage = Start | Text | Flush | End | Cancel | ClientStats
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> bool:
-    return (_is_int(x) or isinstance(x, float)) and math.isfinite(x)
-
-
-_KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (_is_int, "an integer"),
-          "number": (_is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
+_KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (is_int, "an integer"),
+          "number": (is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
 
 # type -> {field: (kind, required)}
 _FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "start": {"voice": ("str", False), "sample_rate": ("int", False), "encoding": ("str", False),
-              "audio_transport": ("str", False), "temperature": ("number", False), "top_k": ("int", False),
-              "top_p": ("number", False), "repetition_penalty": ("number", False), "seed": ("int", False),
+              "audio_transport": ("str", False), "seed": ("int", False),
               "latency_budget_ms": ("number", False), "drafter": ("str", False), "gamma": ("gamma", False),
-              "pacing_lead_ms": ("number", False)},
+              "pacing_lead_ms": ("number", False),
+              **{o.name: ("int" if o.type is int else "number", False) for o in SAMPLING_OPTIONS}},
     "text": {"context_id": ("str", True), "text": ("str", True)},
     "flush": {"context_id": ("str", True), "flush_id": ("flush_id", False)},
     "end": {"context_id": ("str", True)},
@@ -167,11 +156,19 @@ _FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
 }
 
 
+def _valid(check: Any, value: Any) -> bool:
+    try:
+        check(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_field(name: str, value: Any, kind: str, cid: str | None) -> None:
     if kind == "gamma":
-        ok, what = value == "auto" or (_is_int(value) and value >= 0), "an integer >= 0 or \"auto\""
+        ok, what = _valid(check_gamma, value), "an integer >= 0 or \"auto\""
     elif kind == "flush_id":
-        ok = (isinstance(value, str) and len(value) <= FLUSH_ID_MAX) or _is_int(value)
+        ok = (isinstance(value, str) and len(value) <= FLUSH_ID_MAX) or is_int(value)
         what = f"a string (at most {FLUSH_ID_MAX} characters) or an integer"
     else:
         check, what = _KINDS[kind]
@@ -221,10 +218,12 @@ def _parse_start(f: dict[str, Any]) -> Start:
     def bad(msg: str) -> ProtocolError:
         return ProtocolError(BAD_OPTION, msg)
 
-    if "sample_rate" in f and f["sample_rate"] not in SAMPLE_RATES:
-        raise bad(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {f['sample_rate']}")
-    if f.get("encoding", "pcm_s16le") not in ENCODINGS:
-        raise bad(f"encoding must be one of {', '.join(ENCODINGS)}, got {f['encoding']!r}")
+    try:
+        if "sample_rate" in f:
+            check_sample_rate(f["sample_rate"])
+        check_encoding(f.get("encoding", "pcm_s16le"))
+    except ValueError as e:
+        raise bad(str(e)) from None
     if f.get("audio_transport", "binary") not in TRANSPORTS:
         raise bad(f"audio_transport must be one of {', '.join(TRANSPORTS)}, got {f['audio_transport']!r}")
     for name in ("latency_budget_ms", "pacing_lead_ms"):
@@ -232,7 +231,8 @@ def _parse_start(f: dict[str, Any]) -> Start:
             raise bad(f"{name} must be > 0, got {f[name]}")
     if "latency_budget_ms" in f and f.get("gamma", "auto") != "auto":
         raise bad("latency_budget_ms drives the adaptive draft length: leave gamma out or set it to \"auto\"")
-    return Start(**f)
+    sampling = sampling_overrides(f)  # types were checked above; ranges when the server applies them
+    return Start(**{k: v for k, v in f.items() if k not in sampling}, sampling=sampling)
 
 
 # ----------------------------------------------------------------------------- server → client
@@ -289,35 +289,3 @@ def decode_audio_message(msg: dict[str, Any], encoding: str) -> AudioFrame:
     if len(payload) != msg["samples"] * ENCODINGS[encoding]:
         raise ValueError("audio message sample count does not match its data")
     return AudioFrame(msg["context_id"], msg["seq"], msg["samples"], payload)
-
-
-# ----------------------------------------------------------------------------- incremental text
-
-_END_CANDIDATE = re.compile(r"[.!?;:]\s+(?=\S)")
-_ENDS_SENTENCE = re.compile(r"[.!?;:]$")
-
-
-def _is_boundary(before: str, after: str) -> bool:
-    """Whether the front end, reading ``before + after``, ends a sentence between the two."""
-    try:
-        joined, tail = normalize(sanitize(before + after)), normalize(sanitize(after))
-    except TextError:
-        return False
-    if not joined.endswith(tail):
-        return False
-    return bool(_ENDS_SENTENCE.search(joined[: len(joined) - len(tail)].rstrip()))
-
-
-def complete_prefix(buffer: str, window: int = 80) -> int:
-    """Length of the longest prefix of streamed-in ``buffer`` made of finished sentences (0: none).
-
-    A sentence is finished where end punctuation and whitespace are followed by the start of the
-    next word *and* the front end agrees: "Dr. Smith" reads "doctor smith" and "No. 5" reads
-    "number five", so neither ends there. Waiting for the next word is what makes the split the
-    same as the front end's split of the whole text; ``flush``/``end`` release the rest. Only
-    ``window`` characters before a candidate are normalized, so this is linear in the buffer."""
-    for m in reversed(list(_END_CANDIDATE.finditer(buffer))):
-        after = buffer[m.end():].split(None, 1)[0]
-        if _is_boundary(buffer[max(0, m.start() - window): m.end()], after):
-            return m.end()
-    return 0

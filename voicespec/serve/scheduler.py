@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-
-from voicespec.audio import StreamingResampler
-from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions, SynthesisStream
+from voicespec.pipeline.synthesis import AudioChunk, Step, SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice
 
 log = logging.getLogger("voicespec.serve.server")
@@ -30,7 +28,8 @@ class FlushMark:
 
 
 class IncrementalStream(SynthesisStream):
-    """A :class:`SynthesisStream` whose text arrives while it runs.
+    """A :class:`SynthesisStream` whose text arrives while it runs: it only schedules the stream's
+    own loop (:meth:`_next_step`), so streamed and offline synthesis cannot drift apart.
 
     Sentences are appended with :meth:`add`; the iterator yields ``None`` when it has caught up
     and more text may come (the worker moves on to other contexts), a :class:`FlushMark` when it
@@ -56,41 +55,13 @@ class IncrementalStream(SynthesisStream):
         with self._lock:
             self.closed = True
 
-    def _due_flush(self, i: int) -> tuple[bool, str | int | None]:
-        with self._lock:
+    def _next_step(self, i: int) -> Step | FlushMark:
+        with self._lock:  # one look at the sentences, flushes and end, as the event loop left them
             if self._flushes and self._flushes[0][0] <= i:
-                return True, self._flushes.popleft()[1]
-            return False, None
-
-    def __iter__(self) -> Iterator[AudioChunk | FlushMark | None]:  # type: ignore[override]
-        codec, rate = self.voice.codec, self.stats.sample_rate
-        decoder, resampler = self.voice.codec_stream(), StreamingResampler(codec.sample_rate, rate)
-        pending = False  # audio pushed into the codec since its last flush
-        i = 0
-        while not self.cancelled:
-            due, flush_id = self._due_flush(i)
-            if due:
-                if pending:
-                    yield from self._flush_codec(decoder, resampler, i - 1)
-                    decoder, resampler = self.voice.codec_stream(), StreamingResampler(codec.sample_rate, rate)
-                    pending = False
-                yield FlushMark(flush_id)
-            elif i < len(self.sentences):
-                for chunk in self._sentence(i, decoder, resampler):
-                    pending = True
-                    if chunk is not None:
-                        yield chunk
-                i += 1
-            else:
-                with self._lock:
-                    if self.closed and not self._flushes and i == len(self.sentences):
-                        break
-                yield None  # caught up: more text may come
-        if self.cancelled:
-            self.stats.decode.finish_reason = "cancelled"
-        elif pending:
-            yield from self._flush_codec(decoder, resampler, i - 1)
-        self.stats.wall_s = time.perf_counter() - self._t0
+                return FlushMark(self._flushes.popleft()[1])
+            if i < len(self.sentences):
+                return Step.SENTENCE
+            return Step.END if self.closed and not self._flushes else Step.WAIT
 
 
 class Credits:

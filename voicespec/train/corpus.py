@@ -1,10 +1,11 @@
 """A deterministic, license-clean English sentence corpus for the teacher TTS.
 
-Every sentence comes from the template grammar in this file, which was written for this project
-(our own text, Apache-2.0 like the rest of the repository): no outside prose is copied, and the
-only facts it uses are common first names, surnames, city names and month/weekday names. Text
-and order depend only on ``seed`` (Python's ``random.Random``, no ``hash()``), so a corpus can be
-rebuilt anywhere; ``CORPUS_VERSION`` changes whenever the grammar would produce different text.
+Every sentence comes from the template grammar in this file and its word lists (``words.json``),
+written for this project (our own text, Apache-2.0 like the rest of the repository): no outside
+prose is copied, and the only facts it uses are common first names, surnames, city names and
+month/weekday names. Text and order depend only on ``seed`` (Python's ``random.Random``, no
+``hash()``), so a corpus can be rebuilt anywhere; ``CORPUS_VERSION`` changes whenever the grammar
+(code or word lists) would produce different text.
 
 Sentences are varied on purpose: narrative, dialogue in quotes, questions, exclamations,
 commands, lists, very short replies, and numbers written in digits (money, times, dates, years,
@@ -16,11 +17,13 @@ duplicates and are dropped.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from importlib import resources
+from typing import Any, Callable, Iterator
 
 from voicespec.frontend.text import DEFAULT_ALPHABET, normalize, sanitize
 from voicespec.train import vocab
@@ -31,164 +34,48 @@ MAX_CHARS = 200  # the front end's sentence limit: longer normalized text would 
 
 # --- vocabulary --------------------------------------------------------------------------------
 
-FIRST_NAMES = """Anna Ben Carlos Diana Ethan Fatima George Hannah Ivan Julia Kenji Laura Marcus Nadia
-Oliver Priya Quinn Rosa Samuel Tara Umar Vera William Yusuf Zoe Amelia Daniel Grace Henry Isabel
-Jack Leo Maya Noah Olivia Peter Ruth Sofia Thomas Wendy Aisha Bruno Chloe Dmitri Elena Felix Gloria
-Hugo Ingrid Jamal Keiko Liam Mei Nora Oscar Pablo Rachel Simon Theo Valerie Walter Xavier Yara
-Zachary Alice Omar Lucy Mateo Irene Victor Eva Arthur Lena""".split()
-SURNAMES = """Smith Johnson Garcia Nguyen Patel Kim O'Brien Rossi Cohen Okafor Larsen Novak Silva Tanaka
-Brown Walker Hughes Fischer Moreau Kowalski Reyes Anderson Bennett Campbell Diaz Evans Foster Gupta
-Hansen Ibrahim Jensen Khan Lopez Murphy Nakamura Ortiz Park Russo Schmidt Turner Vargas Wright Young
-Zhang Morgan Fletcher Sullivan Chandler""".split()
-TITLES = ["Mr.", "Mrs.", "Ms.", "Dr.", "Prof."]
-CITIES = """Boston|Chicago|Denver|Seattle|Austin|Portland|Atlanta|Phoenix|Miami|Detroit|Toronto|Montreal|
-Vancouver|London|Dublin|Edinburgh|Paris|Berlin|Madrid|Lisbon|Rome|Vienna|Prague|Oslo|Stockholm|Helsinki|
-Cairo|Nairobi|Lagos|Mumbai|Tokyo|Osaka|Seoul|Sydney|Melbourne|Auckland|Lima|Santiago|Mexico City|
-Buenos Aires|San Francisco|New Orleans""".replace("\n", "").split("|")
-STREETS = ["Maple Street", "Oak Avenue", "Elm Road", "Pine Lane", "River Road", "Hill Street", "Park Ave.",
-           "Mill Lane", "Church Street", "Lake Drive", "Cedar Court", "Sunset Boulevard", "Harbor Road",
-           "Station Road", "Willow Way", "Bridge Street"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December"]
-MONTH_ABBR = ["Jan.", "Feb.", "Mar.", "Apr.", "Aug.", "Oct.", "Nov.", "Dec."]
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+def _word_lists() -> dict[str, Any]:
+    """The grammar's word lists: ``words.json`` next to this module (package data), read once, at
+    import. Pairs become tuples below: VERB_PHRASES (base form, past form) and EXPERIENCES (noun,
+    past participle); SPEECH_VERBS maps a sentence's final punctuation to the verbs that fit it."""
+    with resources.files("voicespec.train").joinpath("words.json").open(encoding="utf-8") as f:
+        return json.load(f)
 
-PEOPLE = """the old fisherman|my grandmother|our neighbor|the young teacher|a tired nurse|the captain|
-the children|my brother|her cousin|the baker|the night guard|a stranger|the two sisters|the farmer|
-his father|the new manager|the librarian|a small boy|the bus driver|everyone in the village|
-the students|the mayor|my aunt|the doctor|the old woman|our guide|the twins|the shopkeeper|
-a young musician|the painter|the engineer|my best friend|the waiter|the pilot""".replace("\n", "").split("|")
-PRONOUN_SUBJECTS = ["I", "we", "you", "she", "he", "they"]
 
-# (base form | past form) verb phrases.
-VERB_PHRASES = [tuple(v.split("|")) for v in """open the window|opened the window
-close the curtains|closed the curtains
-carry the boxes upstairs|carried the boxes upstairs
-find a letter under the door|found a letter under the door
-paint the fence|painted the fence
-fix the old radio|fixed the old radio
-bake a loaf of bread|baked a loaf of bread
-read the newspaper|read the newspaper
-walk the dog|walked the dog
-feed the cat|fed the cat
-wash the dishes|washed the dishes
-miss the last bus|missed the last bus
-lose the keys again|lost the keys again
-plant tomatoes in the garden|planted tomatoes in the garden
-climb the hill|climbed the hill
-cross the bridge|crossed the bridge
-call the doctor|called the doctor
-answer the phone|answered the phone
-build a small boat|built a small boat
-sell the old car|sold the old car
-buy fresh vegetables|bought fresh vegetables
-cook dinner for everyone|cooked dinner for everyone
-clean the kitchen|cleaned the kitchen
-play the piano|played the piano
-sing a quiet song|sang a quiet song
-tell a strange story|told a strange story
-hear a noise in the attic|heard a noise in the attic
-see a fox in the yard|saw a fox in the yard
-catch the early train|caught the early train
-pack a small suitcase|packed a small suitcase
-leave the lights on|left the lights on
-forget the umbrella|forgot the umbrella
-borrow a ladder from the neighbors|borrowed a ladder from the neighbors
-return the library books|returned the library books
-repair the roof|repaired the roof
-sweep the porch|swept the porch
-light a fire|lit a fire
-wait for the rain to stop|waited for the rain to stop
-take a photograph of the lake|took a photograph of the lake
-draw a map of the town|drew a map of the town
-count the chairs|counted the chairs
-fold the laundry|folded the laundry
-check the weather|checked the weather
-lock the front door|locked the front door
-water the plants|watered the plants
-visit an old friend|visited an old friend
-finish the report|finished the report
-ride a bicycle to work|rode a bicycle to work
-drive to the coast|drove to the coast
-swim across the lake|swam across the lake
-pick apples in the orchard|picked apples in the orchard
-mend a torn shirt|mended a torn shirt
-study for the exam|studied for the exam
-order a cup of tea|ordered a cup of tea
-wrap the presents|wrapped the presents
-empty the trash|emptied the trash
-chop some wood|chopped some wood
-set the table|set the table
-win the race|won the race
-fill the bucket with water|filled the bucket with water
-move the piano|moved the piano
-feed the ducks|fed the ducks
-rent a cabin by the lake|rented a cabin by the lake
-learn a new song|learned a new song
-change the tire|changed the tire
-sign the papers|signed the papers""".splitlines()]
-
-ADVERBIALS = """before dinner|after lunch|in the morning|late at night|early on Sunday|on the way home|
-after the storm|near the river|in the rain|without a word|with great care|as quickly as possible|
-for the first time|once again|at the last minute|behind the station|in the garden|at the end of the day|
-during the long winter|on a cold afternoon|in silence|by the old mill|next to the bakery|
-under a gray sky|last week|yesterday|this morning|two days later|the next morning|
-just after sunrise|in the middle of the night|before the guests arrived|on the first warm day of spring|
-while it was still dark""".replace("\n", "").split("|")
-WHEN = ["last night", "this morning", "after midnight", "all weekend", "on Tuesday", "for three days",
-        "before dawn", "that evening", "during the festival", "early in the week"]
-CLAUSES = """because it was getting late|while the kettle boiled|although nobody had asked|
-and then sat down to rest|but the door was locked|so that nobody would worry|before anyone noticed|
-as the sun went down|even though it was raining|and nobody said a word|while the others were asleep|
-because the shop was closed|and the house felt warm again|but it was already too late|
-when the bell rang|until the light faded|as if nothing had happened|and everyone laughed|
-but the dog refused to move|so the evening ended early|while the radio played softly|
-because the road was flooded|and the rest of the day was quiet""".replace("\n", "").split("|")
-PLACE_NOUNS = """kitchen|station|garden|library|market|harbor|classroom|hallway|old house|village square|
-forest|road|sky|river|beach|museum|office|bakery|waiting room|attic|theater|train|hospital corridor|
-playground|bridge|valley|parking lot|church|hotel lobby|cellar""".replace("\n", "").split("|")
-STATE_ADJ = """quiet|crowded|dark|warm|cold|empty|bright|noisy|peaceful|strangely silent|full of people|
-covered in snow|wet from the rain|smaller than I remembered|cleaner than usual|almost deserted|
-freshly painted|surprisingly busy|calm and still|colder than expected""".replace("\n", "").split("|")
-COPULAS = ["was", "seemed", "looked", "felt", "had become"]
-SMELLS = ["fresh bread", "wood smoke", "rain", "coffee", "pine needles", "the sea", "cut grass", "oranges",
-          "old books", "wet leaves", "cinnamon", "engine oil"]
-WEATHER = ["It rained all night", "Snow fell softly over the town", "The wind picked up after midnight",
-           "A thin fog covered the valley", "The sun came out at last", "Thunder rolled over the hills",
-           "The river rose after the storm", "A cold wind blew from the north", "The clouds cleared by noon",
-           "Frost covered the windows"]
-THINGS = """keys|map|umbrella|blue folder|tickets|flashlight|recipe|old photographs|spare battery|notebook|
-letter|scissors|charger|passport|hammer|camera|receipt|sunglasses|envelope|remote""".replace("\n", "").split("|")
-PLURALS = ["chairs", "tickets", "eggs", "candles", "blankets", "volunteers", "plates", "bottles of water",
-           "maps", "buses", "rooms", "sandwiches"]
-EVENTS = ["meeting", "concert", "game", "party", "lecture", "wedding", "rehearsal", "interview", "match",
-          "film", "ceremony", "tour"]
-TRANSPORT = ["train", "bus", "ferry", "flight", "last boat", "night train", "shuttle"]
-TIME_PHRASES = ["tomorrow", "tonight", "on Friday", "next week", "this afternoon", "after work", "on Saturday morning",
-                "before noon", "later today", "in the spring"]
-ITEMS = ["coffee", "sandwich", "ticket", "umbrella", "notebook", "bus pass", "haircut", "pair of socks",
-         "bicycle", "lamp", "jacket", "bowl of soup", "taxi ride", "museum ticket", "loaf of bread", "used guitar"]
-MARKET_ITEMS = ["apples", "bread", "cheese", "two onions", "a bag of rice", "fresh fish", "a jar of honey", "candles",
-                "rope", "a flashlight", "warm socks", "a map", "matches", "some tea", "three lemons", "a notebook",
-                "potatoes", "a bunch of flowers", "eggs", "olive oil", "a new broom", "batteries", "carrots", "soap"]
-NICE_ADJ = ["beautiful", "strange", "lovely", "terrible", "wonderful", "odd", "brilliant", "awful", "amazing",
-            "ugly", "enormous", "tiny", "clever", "lucky", "peculiar"]
-NOUNS = ["day", "idea", "view", "house", "dog", "surprise", "mess", "story", "garden", "storm", "dress", "song",
-         "painting", "mistake", "adventure", "evening", "plan", "old clock", "umbrella", "answer"]
-EXPERIENCES = [("soup", "tasted"), ("song", "heard"), ("film", "seen"), ("story", "heard"), ("journey", "taken"),
-               ("game", "played"), ("night", "spent"), ("meal", "eaten"), ("speech", "heard"), ("book", "read"),
-               ("joke", "heard"), ("party", "been to")]
-SPEECH_VERBS = {".": ["said", "replied", "whispered", "explained", "added", "answered", "muttered", "told them"],
-                "?": ["asked", "wondered", "whispered", "asked again", "called out"],
-                "!": ["shouted", "cried", "called", "laughed", "exclaimed", "said"]}
-SHORT = """Yes.|No.|Okay.|Thanks!|Thank you.|Hello!|Good morning.|Good night.|Really?|Why?|Where?|Not yet.|
-Of course.|Maybe later.|I see.|Wait!|Come in.|Sit down.|Go ahead.|Never mind.|Excuse me.|Sorry!|Please.|
-Help!|Stop!|Listen.|Well done!|Me too.|Why not?|Right away.|See you soon.|Take care.|Goodbye.|All right.|
-Exactly!|Absolutely.|I'm sorry.|Excuse me?|Who's there?|What happened?|Not now.|Almost there.|Hurry!|
-That's fine.|I don't know.|Nice to meet you.|How are you?|Good evening.|Look!|Careful!|Definitely not.|
-No problem.|Here you go.|Just a moment.|Oh dear.|Fair enough.|Good luck!|Perhaps.|Certainly.""".replace("\n", "").split("|")
-GREETINGS = ["Hi", "Hello", "Good morning", "Good evening", "Thanks", "Thank you", "Goodbye", "Welcome back",
-             "Sorry", "Congratulations", "Happy birthday", "Good luck", "Excuse me"]
+_lists = _word_lists()
+FIRST_NAMES: list[str] = _lists["FIRST_NAMES"]
+SURNAMES: list[str] = _lists["SURNAMES"]
+TITLES: list[str] = _lists["TITLES"]
+CITIES: list[str] = _lists["CITIES"]
+STREETS: list[str] = _lists["STREETS"]
+MONTHS: list[str] = _lists["MONTHS"]
+MONTH_ABBR: list[str] = _lists["MONTH_ABBR"]
+WEEKDAYS: list[str] = _lists["WEEKDAYS"]
+PEOPLE: list[str] = _lists["PEOPLE"]
+PRONOUN_SUBJECTS: list[str] = _lists["PRONOUN_SUBJECTS"]
+VERB_PHRASES: list[tuple[str, str]] = [tuple(pair) for pair in _lists["VERB_PHRASES"]]
+ADVERBIALS: list[str] = _lists["ADVERBIALS"]
+WHEN: list[str] = _lists["WHEN"]
+CLAUSES: list[str] = _lists["CLAUSES"]
+PLACE_NOUNS: list[str] = _lists["PLACE_NOUNS"]
+STATE_ADJ: list[str] = _lists["STATE_ADJ"]
+COPULAS: list[str] = _lists["COPULAS"]
+SMELLS: list[str] = _lists["SMELLS"]
+WEATHER: list[str] = _lists["WEATHER"]
+THINGS: list[str] = _lists["THINGS"]
+PLURALS: list[str] = _lists["PLURALS"]
+EVENTS: list[str] = _lists["EVENTS"]
+TRANSPORT: list[str] = _lists["TRANSPORT"]
+TIME_PHRASES: list[str] = _lists["TIME_PHRASES"]
+ITEMS: list[str] = _lists["ITEMS"]
+MARKET_ITEMS: list[str] = _lists["MARKET_ITEMS"]
+NICE_ADJ: list[str] = _lists["NICE_ADJ"]
+NOUNS: list[str] = _lists["NOUNS"]
+EXPERIENCES: list[tuple[str, str]] = [tuple(pair) for pair in _lists["EXPERIENCES"]]
+SPEECH_VERBS: dict[str, list[str]] = _lists["SPEECH_VERBS"]
+SHORT: list[str] = _lists["SHORT"]
+GREETINGS: list[str] = _lists["GREETINGS"]
+del _lists
 
 
 # --- helpers -----------------------------------------------------------------------------------

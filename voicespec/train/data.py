@@ -35,7 +35,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -362,12 +362,19 @@ def run_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m voicespec.train.data ARGS`` is ``voicespec train data ARGS``."""
-    from voicespec.cli import main as cli_main
+def spoken_unseen_clips(n: int, seed: int = 0) -> list[tuple[str, str, Any, int]]:
+    """(id, text, teacher audio, rate) of ``n`` unseen-word sentences, spoken by the teacher now
+    (the teacher needs the ``train`` extra). ``voicespec evaluate`` judges the voice on them."""
+    import torch
 
-    return cli_main(["train", "data", *(sys.argv[1:] if argv is None else argv)])
+    from voicespec.frontend.text import normalize, sanitize
+    from voicespec.train.corpus import core_words
+    from voicespec.train.vocab import unseen_word_sentences
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    teacher = PiperTeacher(seed=seed)
+    out = []
+    for i, raw in enumerate(unseen_word_sentences(n, seed, core_words())):
+        text = normalize(sanitize(raw))
+        spoken = teacher.synthesize(text, key=f"unseen{i}")
+        out.append((f"unseen{i:03d}", text, torch.from_numpy(spoken.audio), spoken.sample_rate))
+    return out

@@ -35,12 +35,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from voicespec.codec.model import Codec
-from voicespec.lm.codec_lm import END_ROW, CodecLM, CodecLMConfig
+from voicespec.lm.codec_lm import END_ROW, CodecLM, CodecLMConfig, truncated_copy
 from voicespec.frontend.duration import frame_track
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout
-from voicespec.pipeline.tiny import truncated_copy
-from voicespec.train.asr import align, length_batches, load_asr, load_utterances
+from voicespec.eval.recognizer import load_asr
+from voicespec.train.asr import length_batches, load_utterances
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, pick_device, save_atomic
+from voicespec.train.ctc_align import align
 
 INFO_KEY = "voicespec_info"
 

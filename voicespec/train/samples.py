@@ -3,29 +3,15 @@ side by side in one PNG (``samples/``), from held-out clips the codec never trai
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import soundfile as sf
 import torch
 import torchaudio.functional as AF
 import torchaudio.transforms as T
 
 from voicespec.audio import write_audio_atomic
 from voicespec.codec.model import Codec
-
-
-def heldout_clips(data_dir: Path, n: int) -> list[tuple[str, str, torch.Tensor, int]]:
-    """(id, text, audio, rate) of the first ``n`` held-out clips of a teacher corpus."""
-    out = []
-    for line in (data_dir / "manifest.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("split") == "heldout":
-            audio, sr = sf.read(str(data_dir / "wav" / f"{rec['id']}.wav"), dtype="float32")
-            out.append((rec["id"], rec.get("text", ""), torch.from_numpy(audio), sr))
-            if len(out) == n:
-                break
-    return out
+from voicespec.eval.clips import heldout_clips
 
 
 def write_codec_samples(codec: Codec, data_dir: Path, out_dir: Path, n: int = 3, prefix: str = "codec") -> Path:

@@ -13,7 +13,7 @@ from voicespec.frontend.duration import load_duration
 from voicespec.frontend.phonemes import PhonemeTokenizer
 from voicespec.frontend.text import CharTokenizer
 from voicespec.pipeline.voice import DEFAULT_VOICE, Voice, VoiceConfig
-from voicespec.train.asr import load_asr
+from voicespec.eval.recognizer import load_asr
 from voicespec.train.card import DATA_NOTE
 from voicespec.train.lm import INFO_KEY
 

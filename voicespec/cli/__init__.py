@@ -1,0 +1,151 @@
+"""The ``voicespec`` command line. Bad arguments give one ``voicespec: error: ...`` line, exit 2.
+
+Lazy by design: building the parser imports no torch, transformers, training or bench code. Each
+command's arguments come from a light module (:mod:`.args`) or, for the training recipes, from
+the recipe's module, imported only when that recipe is the one being parsed; the work itself
+runs in :mod:`.commands`, which imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from voicespec.bench import cli as B
+from voicespec.cli import args as A
+from voicespec.cli.args import CliError, Parser
+from voicespec.cli import evaluate as E
+from voicespec.serve.protocol import DEFAULT_PORT, WS_PATH
+
+
+def _run(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A handler imported when it runs, not when the parser is built."""
+    def run(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(module), name)(args)
+    return run
+
+
+def _cmd(name: str) -> Callable[[argparse.Namespace], int]:
+    return _run("voicespec.cli.commands", name)
+
+
+# Training recipes (their arguments live with the recipe, imported when chosen): (name, help, module, add-arguments function, run function).
+TRAIN_RECIPES = (
+    ("data", "regenerate the teacher corpus (needs the `train` extra: piper-tts)", "voicespec.train.data", "add_data_args", "run_data"),
+    ("codec", "train (or resume) the codec on a teacher corpus", "voicespec.train.codec", "add_codec_args", "run_codec"),
+    ("asr", "train (or resume) the CTC character recognizer (alignment, CER) on a teacher corpus", "voicespec.train.asr", "add_asr_args", "run_asr"),
+    ("duration", "train the duration predictor on aligned (ids, frames) items from `train lm`", "voicespec.train.duration", "add_duration_args", "run_duration"),
+    ("lm", "prepare (encode + align) the corpus and train (or resume) the codec LM target", "voicespec.train.lm", "add_lm_args", "run_lm"),
+    ("draft", "distil a draft model from the target's first layers", "voicespec.train.lm", "add_draft_args", "run_draft"),
+    ("ship-codec", "copy an exported codec into a voice folder with its model card and samples", "voicespec.train.card", "add_ship_codec_args", "run_ship_codec"),
+    ("ship", "assemble a voice folder from finished runs, with model cards", "voicespec.train.ship", "add_ship_args", "run_ship"),
+)
+def _add_lazy(sub, name: str, help: str, module: str, add: str, run: str, selected: bool) -> None:
+    """A subcommand whose arguments live in a heavy module: imported only if it is the one chosen."""
+    p = sub.add_parser(name, help=help, description=help)
+    if selected:
+        mod = importlib.import_module(module)
+        getattr(mod, add)(p)
+        p.set_defaults(func=getattr(mod, run))
+
+
+def _chosen(argv: Sequence[str]) -> list[str]:
+    """The positional words of ``argv`` (the command, then the recipe), to know what to import."""
+    return [a for a in argv if not a.startswith("-")][:2]
+
+
+def build_parser(argv: Sequence[str] = ()) -> Parser:
+    """The parser; only the heavy subcommand named in ``argv`` (if any) gets its arguments."""
+    words = _chosen(argv)
+    parser = Parser(prog="voicespec", description="Real-time speech synthesis from codec LMs, made fast by lossless speculative decoding.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    p = sub.add_parser("demo", help="plain vs speculative decoding on tiny built-in models, checked token for token")
+    p.add_argument("--quick", action="store_true", help="fewer prompts")
+    p.add_argument("--wav", default="out/demo.wav", help="where the pipeline demo writes its audio")
+    p.set_defaults(func=_cmd("cmd_demo"))
+
+    p = sub.add_parser("say", help="synthesize one text to a WAV/FLAC file")
+    p.add_argument("text")
+    p.add_argument("-o", "--output", required=True, help="output .wav or .flac")
+    A.add_voice_args(p)
+    p.add_argument("--dump-tokens", help="write the generated code frames as JSON here")
+    A.add_decoding_args(p)
+    p.set_defaults(func=_cmd("cmd_say"))
+
+    p = sub.add_parser("synth", help="batch: a text file (one utterance per line) or JSONL to audio files")
+    p.add_argument("input", help="text file, or .jsonl with id, text[, voice, seed, temperature, top_k, ...]")
+    p.add_argument("-o", "--output", required=True, help="output folder")
+    p.add_argument("--format", choices=["wav", "flac"], default="wav")
+    p.add_argument("--resume", action="store_true", help="skip ids whose output file already exists")
+    A.add_voice_args(p)
+    A.add_decoding_args(p, gamma_default=4)
+    p.set_defaults(func=_cmd("cmd_synth"))
+
+    p = sub.add_parser("generate", help="engine only: decode codec frames from an LM folder and prompt ids")
+    p.add_argument("--model", required=True, help="LM folder (config.json + model.safetensors)")
+    p.add_argument("--text-ids", type=A.ids_arg, required=True, help="prompt token ids, e.g. 3,4,5")
+    p.add_argument("--drafter", default="ngram", help="none, ngram or draft-model (with --draft-model DIR); default ngram")
+    p.add_argument("--draft-model", help="LM folder for --drafter draft-model")
+    p.add_argument("--dump-tokens", help="write the frames and stats as JSON here")
+    A.add_decoding_args(p)
+    p.set_defaults(func=_cmd("cmd_generate"))
+
+    p = sub.add_parser("serve", help="WebSocket streaming server (protocol v1), /metrics, /healthz and a browser player at /")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=A.port_arg, default=DEFAULT_PORT, help=f"0 picks a free port (default {DEFAULT_PORT})")
+    p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
+    p.add_argument("--gamma", type=A.gamma_arg, default="auto", help="default draft length, or 'auto' (default auto)")
+    p.add_argument("--max-sessions", type=A.positive(int, "max sessions"), default=16)
+    p.add_argument("--api-key", help="require this key (Authorization: Bearer KEY or ?api_key=KEY)")
+    p.add_argument("--allowed-origin", action="append", default=[], help="browser origin allowed besides this server's own page; repeatable; '*' for any")
+    p.add_argument("--max-text-chars", type=A.positive(int, "max text chars"), default=5000, help="per context")
+    p.add_argument("--max-message-bytes", type=A.positive(int, "max message bytes"), default=65536, help="larger client messages close the socket (1009)")
+    p.add_argument("--inactivity-timeout", type=A.positive(float, "inactivity timeout"), default=60.0, help="seconds before an idle socket is closed")
+    p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead"), help="pace audio to real time plus this lead (default: send as fast as made)")
+    p.set_defaults(func=_cmd("cmd_serve"))
+
+    p = sub.add_parser("client", help="speak TEXT through a running server to a WAV/FLAC file; report TTFA, gaps, underruns")
+    A.add_client_args(p, f"ws://127.0.0.1:{DEFAULT_PORT}{WS_PATH}")
+    p.set_defaults(func=_cmd("cmd_client"))
+
+    p = sub.add_parser("train", help="training recipes: teacher data, codec, ASR, durations, codec LM, draft model")
+    train = p.add_subparsers(dest="recipe", required=True, parser_class=Parser)
+    for name, help, module, add, run in TRAIN_RECIPES:
+        _add_lazy(train, name, help, module, add, run, selected=words == ["train", name])
+
+    p = sub.add_parser("evaluate", help="a voice's quality: the independent judge's WER/CER on teacher, codec and "
+                                        "generated speech; MCD-DTW; exactness")
+    E.add_evaluate_args(p)
+    p.set_defaults(func=_run("voicespec.cli.evaluate", "run_evaluate"))
+
+    p = sub.add_parser("bench", help="latency-budget evaluation: plain vs every drafter and γ, transformers peers, "
+                                     "streaming, server load")
+    B.add_bench_args(p)
+    p.set_defaults(func=_run("voicespec.bench.cli", "run_bench"))
+
+    p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
+    p.add_argument("--layout", choices=["flat", "delay", "aligned", "coarse"], default="delay",
+                   help="coarse: coarse-first with a fine stage, aligned, phonemes (as the default voice); default delay")
+    p.add_argument("--out", required=True, help="voice folder to write")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd("cmd_tiny"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser(argv).parse_args(argv)
+        from voicespec.cli.commands import quiet_libraries
+
+        quiet_libraries()
+        return args.func(args)
+    except (CliError, ValueError, FileNotFoundError, OSError) as e:
+        print(f"voicespec: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,5 @@
+import sys
+
+from voicespec.cli import main
+
+sys.exit(main())

@@ -1,0 +1,135 @@
+"""Argument types and groups shared by the subcommands. Standard library only (plus the option
+schema, itself torch-free), so ``voicespec --help`` and every argument error answer at once."""
+
+from __future__ import annotations
+
+import argparse
+from urllib.parse import urlsplit
+
+from voicespec.options import ENCODINGS, GAMMA_HELP, SAMPLE_RATES, SAMPLING_OPTIONS, parse_gamma
+
+
+class CliError(Exception):
+    """A user error: reported as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + traceback
+        raise CliError(message)
+
+
+def _typed(convert, what: str):
+    """An argparse type whose error message is the converter's own (one line)."""
+    def parse(value: str):
+        try:
+            return convert(value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e) or f"expected {what}, got {value!r}") from None
+    parse.__name__ = what
+    return parse
+
+
+gamma_arg = _typed(parse_gamma, "gamma")
+
+
+def _ids(value: str) -> list[int]:
+    try:
+        return [int(x) for x in value.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(f"expected comma-separated integer ids, got {value!r}") from None
+
+
+ids_arg = _typed(_ids, "ids")
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise ValueError(f"port must be an integer 0-65535, got {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be 0-65535 (0: any free port), got {port}")
+    return port
+
+
+port_arg = _typed(_port, "port")
+
+
+def _ws_url(value: str) -> str:
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 — raises ValueError on a bad port
+    except ValueError as e:
+        raise ValueError(f"bad server URL {value!r}: {e}") from None
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise ValueError(f"server URL must look like ws://HOST:PORT/v1/stream, got {value!r}")
+    return value
+
+
+ws_url_arg = _typed(_ws_url, "url")
+
+
+def _sample_rate(value: str) -> int:
+    try:
+        rate = int(value)
+    except ValueError:
+        rate = None
+    if rate not in SAMPLE_RATES:
+        raise ValueError(f"sample rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {value!r}")
+    return rate
+
+
+sample_rate_arg = _typed(_sample_rate, "rate")
+
+
+def positive(kind: type, name: str, allow_zero: bool = False):
+    def parse(value: str):
+        try:
+            x = kind(value)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+        if not (x >= 0 if allow_zero else x > 0) or x != x:
+            raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+        return x
+    return _typed(parse, name)
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    """One flag per :class:`~voicespec.engine.config.SamplingConfig` field; unset flags stay None
+    so the voice's own settings apply."""
+    for opt in SAMPLING_OPTIONS:
+        p.add_argument(opt.flag, type=opt.type, help=opt.help)
+
+
+def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto") -> None:
+    p.add_argument("--gamma", type=gamma_arg, default=gamma_default, help=f"{GAMMA_HELP} (default {gamma_default})")
+    p.add_argument("--no-spec", action="store_true", help="plain decoding (same as --gamma 0)")
+    add_sampling_args(p)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=positive(int, "max steps"), default=2000)
+
+
+def add_voice_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    p.add_argument("--drafter", help="none, ngram or a draft model shipped with the voice (default: the voice's)")
+    p.add_argument("--sample-rate", type=sample_rate_arg,
+                   help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the codec's)")
+
+
+def add_client_args(p: argparse.ArgumentParser, default_url: str) -> None:
+    p.add_argument("text")
+    p.add_argument("-o", "--output", required=True, help="output .wav or .flac (written atomically)")
+    p.add_argument("--url", type=ws_url_arg, default=default_url, help=f"server WebSocket URL (default {default_url})")
+    p.add_argument("--api-key", help="API key (sent as Authorization: Bearer)")
+    p.add_argument("--sample-rate", type=sample_rate_arg, help="default: the voice's")
+    p.add_argument("--encoding", choices=list(ENCODINGS), default="pcm_s16le")
+    p.add_argument("--prebuffer-ms", type=positive(float, "prebuffer", allow_zero=True), default=200.0,
+                   help="playout simulation: audio buffered before playback starts")
+    p.add_argument("--words-per-message", type=positive(int, "words per message", allow_zero=True), default=0,
+                   help="send the text in pieces of this many words, as an LLM would stream it (0: all at once)")
+    p.add_argument("--voice")
+    p.add_argument("--drafter")
+    p.add_argument("--gamma", type=gamma_arg, help=GAMMA_HELP)
+    p.add_argument("--latency-budget-ms", type=positive(float, "latency budget"), help="per-step latency budget (adaptive draft length)")
+    add_sampling_args(p)
+    p.add_argument("--seed", type=int)

@@ -1,0 +1,124 @@
+"""The streaming codec decoder's contract (``CodecStream``: codes in, PCM out, chunk by chunk,
+equal to one full decode), and the convolution step every streaming layer shares.
+
+One base for every decoder architecture (SEANet in :mod:`.seanet`, the frame-rate iSTFT decoder in
+:mod:`.istft`), so the synthesis pipeline never knows which one a voice uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch.nn import functional as F
+
+if TYPE_CHECKING:
+    from voicespec.codec.model import Codec
+
+SMALL_CHUNK = 16  # output steps: shorter convolutions take the unfolded path in padded_conv1d
+
+
+def padded_conv1d(xp: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dilation: int,
+                  groups: int) -> torch.Tensor:
+    """``F.conv1d`` of an already left-padded input ``xp [B, C_in, n + (k-1)·d]`` -> ``[B, C_out, n]``.
+
+    A streaming chunk is a few frames, where ``F.conv1d`` takes a slow path on CPU (~0.3 ms per
+    call for one frame); short inputs are computed from the unfolded window instead (im2col and
+    one matmul; depthwise: a weighted sum), with the same result."""
+    k = weight.shape[-1]
+    n = xp.shape[-1] - (k - 1) * dilation
+    if n > SMALL_CHUNK or groups not in (1, xp.shape[1]):
+        return F.conv1d(xp, weight, bias, dilation=dilation, groups=groups)
+    cols = xp.unfold(-1, (k - 1) * dilation + 1, 1)[..., ::dilation]  # [B, C_in, n, k]
+    if groups == 1:
+        cols = cols.transpose(1, 2).reshape(xp.shape[0], n, -1)  # [B, n, C_in * k]
+        return F.linear(cols, weight.reshape(weight.shape[0], -1), bias).transpose(1, 2)
+    y = (cols * weight[:, 0, None, :]).sum(-1)  # depthwise: [B, C, n]
+    return y if bias is None else y + bias[:, None]
+
+
+class CodecStream:
+    """Decode codes ``[K, n]`` chunk by chunk into PCM equal to one full ``codec.decode``.
+
+    ``push(codes)`` returns the new PCM (float32, CPU; empty while warming up), ``flush()`` ends
+    the utterance and returns whatever was held back, ``reset()`` starts a new utterance.
+    ``samples_out`` counts the samples emitted in the current utterance; ``warmup_frames`` is how
+    many frames go in before the first output: they are queued until then, and an utterance
+    shorter than that is decoded whole on ``flush()`` (exact by definition). After ``flush()`` the
+    stream is closed: ``push`` raises until ``reset()``. Subclasses (one per decoder
+    architecture) say how a chunk decodes (``_push``, never before the warm-up is complete) and
+    what ``flush`` still owes (``_flush``).
+
+    ``min_frames``: frames are queued until at least this many can be decoded together. A decode
+    call's cost is mostly reading the decoder's weights, whatever the chunk length, so on a CPU
+    decoding two frames at a time costs little more than one (measured in the README); the price
+    is up to ``min_frames - 1`` frames of extra latency. The output is the same either way.
+    """
+
+    warmup_frames = 1
+
+    def __init__(self, codec: Codec, min_frames: int = 1) -> None:
+        if min_frames < 1:
+            raise ValueError(f"min_frames must be >= 1, got {min_frames}")
+        self.codec = codec
+        self.device = codec.device
+        self.hop = codec.hop_length
+        self.min_frames = min_frames
+
+    def reset(self) -> None:
+        """Forget the current utterance: the next ``push`` starts a new one."""
+        self._closed = False
+        self._queue: list[torch.Tensor] = []
+        self._queued = 0
+        self._started = False
+        self.frames_in = 0
+        self.samples_out = 0
+        self._reset()
+
+    @torch.inference_mode()
+    def push(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes ``[K, n]`` (n >= 0) -> the PCM ``[m]`` they complete (``m == n * hop`` once warm)."""
+        if self._closed:
+            raise RuntimeError("utterance already flushed: call reset() before pushing a new one")
+        codes = self.codec._check_codes(codes)
+        self.frames_in += codes.shape[1]
+        self._queue.append(codes)
+        self._queued += codes.shape[1]
+        needed = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
+        if self._queued == 0 or self._queued < needed:
+            return torch.zeros(0)
+        self._started = True
+        return self._emit(self._push(self._take()))
+
+    @torch.inference_mode()
+    def flush(self) -> torch.Tensor:
+        """End of utterance: the PCM still held back."""
+        if self._closed:
+            return torch.zeros(0)
+        self._closed = True
+        if not self._started:  # shorter than the warm-up (or empty): decode it whole
+            return self._emit(self.codec.decode(self._take()) if self._queued else torch.zeros(0))
+        head = self._push(self._take()) if self._queued else torch.zeros(0)
+        return self._emit(torch.cat([head.float().cpu(), self._flush().float().cpu()]))
+
+    def _take(self) -> torch.Tensor:
+        codes = self._queue[0] if len(self._queue) == 1 else torch.cat(self._queue, dim=1)
+        self._queue, self._queued = [], 0
+        return codes
+
+    def _latents(self, codes: torch.Tensor) -> torch.Tensor:
+        return self.codec.model.quantizer.decode(codes.to(self.device).unsqueeze(1))  # [K,1,n] -> [1,D,n]
+
+    def _emit(self, pcm: torch.Tensor) -> torch.Tensor:
+        pcm = pcm.float().cpu()
+        self.samples_out += pcm.shape[0]
+        return pcm
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _push(self, codes: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _flush(self) -> torch.Tensor:
+        raise NotImplementedError

@@ -1,0 +1,62 @@
+"""What a decode request is configured with: sampling and γ, as frozen dataclasses.
+
+Standard library only: :mod:`voicespec.options` derives the CLI flags, the batch keys and the
+protocol fields from these fields, and building a parser must not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from voicespec.checks import is_int
+from voicespec.engine.controller import AdaptiveGamma, Controller, ControllerConfig, FixedGamma, check_gamma
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the next token is chosen. ``temperature == 0`` means greedy (argmax)."""
+
+    temperature: float = field(default=1.0, metadata={"help": "0 means greedy (default: the voice's, else 1)"})
+    top_k: int = field(default=0, metadata={"help": "keep the k most likely ids; 0 disables (default: the voice's)"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus mass in (0, 1] (default: the voice's, else 1: off)"})
+    repetition_penalty: float = field(default=1.0, metadata={"help": ">= 1; 1 is off (default: the voice's)"})
+    repetition_window: int = field(default=0, metadata={"help": "steps the repetition penalty looks back"})
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.temperature < float("inf"):
+            raise ValueError(f"temperature must be >= 0 and finite, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not self.repetition_penalty >= 1:
+            raise ValueError(f"repetition_penalty must be >= 1, got {self.repetition_penalty}")
+        if self.repetition_window < 0:
+            raise ValueError(f"repetition_window must be >= 0, got {self.repetition_window}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def uses_history(self) -> bool:
+        return self.repetition_penalty != 1 and self.repetition_window > 0
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    gamma: int | str = 4
+    max_steps: int = 2000
+    seed: int | None = None
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+
+    def __post_init__(self) -> None:
+        check_gamma(self.gamma)
+        if not (is_int(self.max_steps) and self.max_steps >= 1):
+            raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
+
+    def make_controller(self) -> Controller:
+        return AdaptiveGamma(self.controller) if self.gamma == "auto" else FixedGamma(int(self.gamma))

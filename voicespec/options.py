@@ -1,0 +1,86 @@
+"""The options a request may set, defined once: the CLI flags, the batch JSONL keys and the
+protocol's ``start`` fields are all derived from here and from :class:`SamplingConfig`'s fields.
+
+Standard library only, so building the command line's parser imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+from voicespec.checks import is_int, is_number
+from voicespec.engine.config import SamplingConfig
+from voicespec.engine.controller import check_gamma
+
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)  # output rates a request may ask for
+ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # PCM encodings, bytes per sample
+GAMMA_HELP = "draft length per step (an integer >= 0), or 'auto' for the adaptive controller"
+
+
+def parse_gamma(text: str) -> int | str:
+    """γ as typed on a command line or a URL (``"4"``, ``"auto"``)."""
+    try:
+        return check_gamma(text if text == "auto" else int(text))
+    except ValueError:
+        raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {text!r}") from None
+
+
+def check_sample_rate(rate: Any) -> int:
+    if not is_int(rate) or rate not in SAMPLE_RATES:
+        raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {rate!r}")
+    return rate
+
+
+def check_encoding(encoding: Any) -> str:
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    return encoding
+
+
+@dataclass(frozen=True)
+class Option:
+    """One request option: its name (a dataclass field), value type, default and help text."""
+
+    name: str
+    type: type  # int or float
+    default: Any
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def accepts(self, value: Any) -> bool:
+        """JSON type check (range checks are the dataclass's own)."""
+        return is_int(value) if self.type is int else is_number(value)
+
+    @property
+    def kind(self) -> str:
+        return "an integer" if self.type is int else "a number"
+
+
+def options_of(cls: type) -> tuple[Option, ...]:
+    """The options of a config dataclass whose fields carry ``metadata={"help": ...}``."""
+    out = []
+    for f in fields(cls):
+        kind = {"int": int, "float": float}[f.type if isinstance(f.type, str) else f.type.__name__]
+        out.append(Option(f.name, kind, None if f.default is MISSING else f.default, f.metadata.get("help", "")))
+    return tuple(out)
+
+
+SAMPLING_OPTIONS = options_of(SamplingConfig)
+
+
+def sampling_overrides(values: dict[str, Any]) -> dict[str, Any]:
+    """The sampling options present (not None) in ``values``, type-checked; ValueError names the
+    first bad one. Range checks happen when they are applied (``SamplingConfig.__post_init__``)."""
+    out = {}
+    for opt in SAMPLING_OPTIONS:
+        value = values.get(opt.name)
+        if value is None:
+            continue
+        if not opt.accepts(value):
+            raise ValueError(f"{opt.name!r} must be {opt.kind}, got {value!r}")
+        out[opt.name] = value
+    return out

@@ -1,0 +1,44 @@
+"""The server's operator settings, apart from the server, so the CLI and benchmarks can build one
+(and validate it) without starting anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voicespec.engine.config import DecodeConfig
+from voicespec.serve.protocol import DEFAULT_PORT
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything an operator sets; per-session choices (rate, sampling, ...) come in ``start``."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0: any free port (see TTSServer.port)
+    voice: str | None = None  # voice folder or name under models/ (None: the default voice)
+    drafter: str | None = None  # default drafter (None: the voice's)
+    gamma: int | str = "auto"  # default draft length
+    max_steps: int = 2000  # per sentence (the voice's own runaway guard also applies)
+    max_sessions: int = 16
+    max_contexts_per_session: int = 8
+    api_key: str | None = None
+    allowed_origins: tuple[str, ...] = ()  # browser origins besides the page this server serves; "*": any
+    max_message_bytes: int = 65536  # larger client messages close the socket with 1009
+    max_text_chars: int = 5000  # per context, all its text together
+    inactivity_timeout_s: float = 60.0  # idle sockets (no message, nothing being synthesized) are closed
+    ping_interval_s: float | None = 20.0
+    ping_timeout_s: float | None = 20.0
+    send_queue_chunks: int = 32  # audio chunks in flight per connection before its contexts pause
+    send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
+    pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
+
+    def __post_init__(self) -> None:
+        for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
+                     "send_queue_chunks", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.inactivity_timeout_s <= 0:
+            raise ValueError("inactivity_timeout_s must be > 0")
+        if self.pacing_lead_s is not None and self.pacing_lead_s <= 0:
+            raise ValueError("pacing_lead_s must be > 0 (or None for no pacing)")
+        DecodeConfig(gamma=self.gamma)  # validates gamma

@@ -1,0 +1,407 @@
+"""One WebSocket connection of ``voicespec serve``: the protocol v1 state machine.
+
+A :class:`Session` turns client messages into contexts (text buffered until a sentence is
+complete, then handed to the decode worker as a :class:`~voicespec.serve.scheduler.Job`), and
+sends what the worker produces back in order through one outgoing queue. Audio in that queue
+holds a credit (``send_queue_chunks`` per connection), so a client that reads slowly pauses only
+its own contexts. It knows nothing of the listening socket or HTTP (``server.py``, ``http.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import unicodedata
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from voicespec.audio import to_encoding
+from voicespec.engine.controller import ControllerConfig
+from voicespec.engine.config import DecodeConfig
+from voicespec.frontend.incremental import complete_prefix
+from voicespec.frontend.text import TextError
+from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
+from voicespec.pipeline.voice import Voice
+from voicespec.serve import protocol as P
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.metrics import ServerMetrics
+from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
+
+
+@dataclass(eq=False)
+class _Context:
+    id: str
+    buffer: str = ""  # text not yet handed to synthesis (no finished sentence yet)
+    chars: int = 0  # all text received
+    job: Job | None = None
+    seq: int = 0
+    ended: bool = False
+    cancelled: bool = False
+    t_ready: float | None = None  # when its first text was handed to synthesis
+    t_first_audio: float | None = None  # when its first audio frame went out
+    samples_sent: int = 0
+
+
+@dataclass(frozen=True)
+class _Out:
+    kind: str  # "msg" (payload: JSON text), "audio" (payload: float PCM), "done" (built when sent)
+    ctx: _Context | None
+    payload: Any = None
+
+
+class Session:
+    """One WebSocket connection: its settings, contexts and outgoing queue.
+
+    Everything here runs on the event loop; the decode worker reaches it only through
+    :meth:`on_item`, which the server schedules onto the loop."""
+
+    def __init__(self, ws: ServerConnection, config: ServerConfig, voice: Voice, metrics: ServerMetrics,
+                 worker: DecodeWorker) -> None:
+        self.ws = ws
+        self.cfg = config
+        self.voice = voice
+        self.metrics = metrics
+        self.worker = worker
+        self.started: P.Start | None = None
+        self.options: SynthesisOptions | None = None
+        self.pacing_lead_s = self.cfg.pacing_lead_s
+        self.contexts: dict[str, _Context] = {}
+        self.credits = Credits()
+        self.outbox: deque[_Out] = deque()
+        self.outbox_ready = asyncio.Event()
+        self.closing = False
+
+    # -- outgoing
+
+    def put(self, out: _Out) -> None:
+        self.outbox.append(out)
+        self.outbox_ready.set()
+        # Messages the client provokes (errors, acks) are not bounded by the audio credits; a
+        # client that keeps sending without reading is cut off rather than queued for forever.
+        if len(self.outbox) > 4 * self.cfg.send_queue_chunks + 256 and not self.closing:
+            self.closing = True
+            self.metrics.error(P.SLOW_CLIENT)
+            asyncio.ensure_future(self.ws.close(P.CLOSE_SLOW_CLIENT, "client is not reading its messages"))
+
+    def error(self, code: str, text: str, cid: str | None = None, fatal: bool = False, ended: bool = False) -> None:
+        self.metrics.error(code)
+        self.put(_Out("msg", None, P.error_message(code, text, cid, fatal, ended)))
+
+    async def sender(self) -> None:
+        while True:
+            while not self.outbox:
+                self.outbox_ready.clear()
+                await self.outbox_ready.wait()
+            out = self.outbox.popleft()
+            if out.kind == "audio":
+                try:
+                    if not out.ctx.cancelled:
+                        await self._send_audio(out.ctx, out.payload)
+                finally:
+                    self._release_credit()
+                continue
+            if out.ctx is not None and out.ctx.cancelled:
+                continue
+            if out.kind == "done":
+                await self.ws.send(self._done(out.ctx))
+            else:
+                await self.ws.send(out.payload)
+
+    def _release_credit(self) -> None:
+        full = self.credits.outstanding >= self.cfg.send_queue_chunks
+        self.credits.released += 1
+        if full:  # the worker may be skipping this session's contexts: let it look again
+            self.worker.wake()
+
+    async def _send_audio(self, ctx: _Context, pcm: torch.Tensor) -> None:
+        start = self.started
+        payload = to_encoding(pcm, start.encoding)
+        if start.audio_transport == "binary":
+            data: str | bytes = P.encode_frame(ctx.id, ctx.seq, payload, start.encoding)
+        else:
+            data = P.audio_message(ctx.id, ctx.seq, payload, start.encoding)
+        await self.ws.send(data)
+        ctx.seq += 1
+        ctx.samples_sent += pcm.numel()
+        if ctx.t_first_audio is None:
+            ctx.t_first_audio = time.perf_counter()
+
+    def _done(self, ctx: _Context) -> str:
+        job = ctx.job
+        st = job.stream.stats
+        d = st.decode
+        rate = st.sample_rate
+        audio_s = ctx.samples_sent / rate
+        ttfa = None if ctx.t_first_audio is None else ctx.t_first_audio - ctx.t_ready
+        gammas = d.gammas
+        counts: dict[str, int] = {}
+        for g in gammas:
+            counts[str(g)] = counts.get(str(g), 0) + 1
+        decode = job.stream.options.decode
+        cap = decode.controller.time_cap_s
+        stats = {
+            "ttfa_ms": None if ttfa is None else round(ttfa * 1000, 2),
+            "audio_s": round(audio_s, 4),
+            "samples": ctx.samples_sent,
+            "compute_s": round(job.busy_s, 4),
+            "rtf": round(job.busy_s / audio_s, 4) if audio_s else None,
+            "wall_s": round(time.perf_counter() - ctx.t_ready, 4),
+            "sentences": st.sentences,
+            "frames": st.frames,
+            "steps": d.generated_steps,
+            "target_passes": d.target_passes,
+            "drafted": d.drafted,
+            "accepted": d.accepted,
+            "acceptance": round(d.acceptance_rate, 4),
+            "mean_accepted_length": round(d.mean_accepted_length, 4),
+            "drafter": job.stream.options.drafter,
+            "gamma": decode.gamma,
+            "gamma_mean": round(sum(gammas) / len(gammas), 3) if gammas else 0.0,
+            "gamma_counts": counts,
+            "latency_budget_ms": None if cap is None else round(cap * 1000, 3),
+            "finish_reason": d.finish_reason,
+        }
+        self.metrics.record_done(ttfa, stats, d)
+        return P.message("done", context_id=ctx.id, stats=stats)
+
+    # -- from the decode worker (called on the event loop)
+
+    def on_item(self, job: Job, item: Any) -> None:
+        ctx = job.ctx
+        if ctx.cancelled:
+            if isinstance(item, AudioChunk):
+                self._release_credit()
+            return
+        if isinstance(item, AudioChunk):
+            self.put(_Out("audio", ctx, item.pcm))  # its credit is released by the sender
+        elif isinstance(item, FlushMark):
+            self.put(_Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=item.flush_id)))
+        elif item is FINISHED:
+            self._forget(ctx)
+            self.put(_Out("done", ctx))
+        elif isinstance(item, Failed):
+            self._forget(ctx)
+            ctx.cancelled = True
+            self.metrics.finished("error")
+            self.error(P.INTERNAL, f"synthesis failed: {item.error}", ctx.id, ended=True)
+
+    def _forget(self, ctx: _Context) -> None:
+        if self.contexts.get(ctx.id) is ctx:
+            del self.contexts[ctx.id]
+            self.metrics.active_contexts.dec()
+
+    # -- client messages
+
+    def handle(self, raw: str | bytes) -> None:
+        try:
+            msg = P.parse_client_message(raw)
+            if isinstance(msg, P.Start):
+                self._start(msg)
+            elif isinstance(msg, P.ClientStats):
+                self.metrics.client_underruns.inc(msg.underruns)
+                self.metrics.client_underrun_s.inc(msg.underrun_ms / 1000)
+            elif self.started is None:
+                raise P.ProtocolError(P.NOT_STARTED, "send a 'start' message first", getattr(msg, "context_id", None))
+            elif isinstance(msg, P.Text):
+                self._text(msg)
+            elif isinstance(msg, P.Flush):
+                self._flush(msg)
+            elif isinstance(msg, P.End):
+                self._end(msg)
+            elif isinstance(msg, P.Cancel):
+                self._cancel(msg.context_id)
+        except P.ProtocolError as e:
+            self.error(e.code, e.message, e.context_id)
+
+    def _start(self, msg: P.Start) -> None:
+        if self.started is not None:
+            raise P.ProtocolError(P.ALREADY_STARTED, "this connection has already started; open another for other settings")
+        voice, cfg = self.voice, self.cfg
+        if msg.voice not in (None, "default", voice.name, cfg.voice):
+            raise P.ProtocolError(P.UNKNOWN_VOICE, f"unknown voice {msg.voice!r}; this server speaks {voice.name!r}")
+        drafter = msg.drafter or cfg.drafter or voice.config.default_drafter
+        if drafter not in voice.drafter_names:
+            raise P.ProtocolError(P.UNKNOWN_DRAFTER, f"unknown drafter {drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
+        try:
+            sampling = replace(voice.sampling, **msg.sampling_overrides())
+            gamma = msg.gamma if msg.gamma is not None else ("auto" if msg.latency_budget_ms else cfg.gamma)
+            cap = None if msg.latency_budget_ms is None else msg.latency_budget_ms / 1000
+            decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed,
+                                  controller=ControllerConfig(time_cap_s=cap))
+            options = SynthesisOptions(decode, drafter=drafter, sample_rate=msg.sample_rate or voice.codec.sample_rate)
+        except ValueError as e:
+            raise P.ProtocolError(P.BAD_OPTION, str(e)) from None
+        self.started, self.options = msg, options
+        if msg.pacing_lead_ms is not None:
+            self.pacing_lead_s = msg.pacing_lead_ms / 1000
+        self.put(_Out("msg", None, P.message(
+            "ready", protocol=P.VERSION, voice=voice.name, sample_rate=options.sample_rate, channels=1,
+            encoding=msg.encoding, audio_transport=msg.audio_transport, drafter=drafter, gamma=gamma,
+            latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
+            pacing_lead_ms=None if self.pacing_lead_s is None else self.pacing_lead_s * 1000,
+            sampling={k: getattr(sampling, k) for k in ("temperature", "top_k", "top_p", "repetition_penalty")},
+            max_text_chars=cfg.max_text_chars, drafters=voice.drafter_names)))
+
+    def _context(self, cid: str, create: bool) -> _Context | None:
+        ctx = self.contexts.get(cid)
+        if ctx is None and create:
+            if len(self.contexts) >= self.cfg.max_contexts_per_session:
+                raise P.ProtocolError(P.TOO_MANY_CONTEXTS, f"at most {self.cfg.max_contexts_per_session} contexts "
+                                      "may be active on one connection; end or cancel one first", cid)
+            ctx = self.contexts[cid] = _Context(cid)
+            self.metrics.active_contexts.inc()
+            self.metrics.contexts_started.inc()
+        return ctx
+
+    def _text(self, msg: P.Text) -> None:
+        cid = msg.context_id
+        ctx = self._context(cid, create=True)
+        if ctx.ended:
+            raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has ended; use a new context_id", cid)
+        limit = self.cfg.max_text_chars
+        if ctx.chars + len(msg.text) > limit:
+            raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: the context would have {ctx.chars + len(msg.text)} "
+                                  f"characters; the limit is {limit}", cid)
+        buffer = ctx.buffer + msg.text
+        frontend_max = self.voice.frontend.max_chars
+        if len(unicodedata.normalize("NFKC", buffer)) > frontend_max:
+            raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: over {frontend_max} characters without a sentence "
+                                  "end; send 'flush' or end sentences with punctuation", cid)
+        ctx.chars += len(msg.text)
+        ctx.buffer = buffer
+        n = complete_prefix(buffer)
+        if n:
+            ctx.buffer = buffer[n:]
+            self._synthesize(ctx, buffer[:n])
+
+    def _synthesize(self, ctx: _Context, text: str) -> bool:
+        """Hand text to the context's stream (created on its first speakable text); False if
+        nothing in it is speakable (streamed pieces often are only punctuation)."""
+        voice = self.voice
+        try:
+            sentences = voice.frontend.sentences(text)
+        except TextError:
+            return False
+        if ctx.job is None:
+            ctx.t_ready = time.perf_counter()
+            stream = IncrementalStream(voice, text, self.options)
+            ctx.job = Job(stream, ctx, self, self.credits, self.pacing_lead_s)
+            self.worker.add(ctx.job)
+        else:
+            ctx.job.stream.add(sentences)
+            self._bump(ctx)
+        return True
+
+    def _bump(self, ctx: _Context) -> None:
+        ctx.job.input_version += 1
+        self.worker.wake()
+
+    def _release_buffer(self, ctx: _Context) -> None:
+        text, ctx.buffer = ctx.buffer, ""
+        if text.strip():
+            self._synthesize(ctx, text)
+
+    def _flush(self, msg: P.Flush) -> None:
+        ctx = self._context(msg.context_id, create=False)
+        if ctx is None:  # nothing pending: acknowledge at once
+            self.put(_Out("msg", None, P.message("flushed", context_id=msg.context_id, flush_id=msg.flush_id)))
+            return
+        if not ctx.ended:
+            self._release_buffer(ctx)
+        if ctx.job is None:
+            self.put(_Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=msg.flush_id)))
+        else:
+            ctx.job.stream.mark_flush(msg.flush_id)
+            self._bump(ctx)
+
+    def _end(self, msg: P.End) -> None:
+        cid = msg.context_id
+        ctx = self._context(cid, create=False)
+        if ctx is None:
+            raise P.ProtocolError(P.UNKNOWN_CONTEXT, f"no active context {cid!r} (send 'text' first)", cid)
+        if ctx.ended:
+            raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has already ended", cid)
+        ctx.ended = True
+        self._release_buffer(ctx)
+        if ctx.job is None:
+            self._forget(ctx)
+            self.metrics.finished("error")
+            self.error(P.BAD_TEXT, "the context's text has nothing this voice can speak (no English letters or digits)",
+                       cid, ended=True)
+            return
+        ctx.job.stream.close()
+        self._bump(ctx)
+
+    def _cancel(self, cid: str) -> None:
+        ctx = self._context(cid, create=False)
+        if ctx is not None:
+            self._drop(ctx)
+            self.metrics.finished("cancelled")
+        self.put(_Out("msg", None, P.message("cancelled", context_id=cid)))
+
+    def _drop(self, ctx: _Context) -> None:
+        ctx.cancelled = True
+        self._forget(ctx)
+        if ctx.job is not None:
+            ctx.job.stream.cancel()
+            self.worker.wake()
+
+    def busy(self) -> bool:
+        """Audio is being made or sent (a context waiting for more text does not count)."""
+        return bool(self.outbox) or any(
+            c.job is not None and not c.job.finished and c.job.starved_at != c.job.input_version
+            for c in self.contexts.values())
+
+    def close(self) -> None:
+        """The socket is gone: stop every context (the worker drops them within one step)."""
+        for ctx in list(self.contexts.values()):
+            self._drop(ctx)
+            self.metrics.finished("disconnected")
+
+    # -- the connection
+
+    async def serve(self) -> None:
+        """Read client messages until the socket closes or goes idle; then stop every context."""
+        sender = asyncio.create_task(self.sender())
+        try:
+            await self._receive(sender)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.close()
+            sender.cancel()
+
+    async def _receive(self, sender: asyncio.Task) -> None:
+        ws, timeout = self.ws, self.cfg.inactivity_timeout_s
+        idle_since = time.monotonic()
+        while True:
+            recv = asyncio.ensure_future(ws.recv())
+            done, _ = await asyncio.wait({recv, sender}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if sender in done:  # the sender died (socket closed while sending): stop
+                recv.cancel()
+                sender.result()
+                return
+            if recv not in done:
+                recv.cancel()
+                if self.busy():  # synthesizing or sending: not idle
+                    idle_since = time.monotonic()
+                    continue
+                if time.monotonic() - idle_since >= timeout:
+                    self.error(P.INACTIVE, f"no messages for {timeout:g} s; closing", fatal=True)
+                    await self._drain()
+                    await ws.close(P.CLOSE_INACTIVE, "inactivity timeout")
+                    return
+                continue
+            self.handle(recv.result())
+            idle_since = time.monotonic()
+
+    async def _drain(self, timeout: float = 2.0) -> None:
+        """Let the sender flush what is queued (a final error message) before closing."""
+        t = time.monotonic() + timeout
+        while self.outbox and time.monotonic() < t:
+            await asyncio.sleep(0.01)
