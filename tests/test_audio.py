@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -269,3 +270,19 @@ def test_written_file_mode_follows_umask(tmp_path):
     path = tmp_path / "perm.wav"
     write_audio_atomic(path, _tone(), 24000)
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_the_temporary_file_is_hidden_beside_the_target(tmp_path, monkeypatch):
+    """While a write is under way the folder holds only ``.<name>.<random>.part`` (what a resumed
+    batch run and the SIGKILL test in test_cli.py rely on), and never a partial ``<name>``."""
+    real_write, seen = soundfile.write, []
+
+    def spying_write(file, *args, **kwargs):
+        seen.append(sorted(os.listdir(tmp_path)))
+        return real_write(file, *args, **kwargs)
+
+    monkeypatch.setattr(soundfile, "write", spying_write)
+    write_audio_atomic(tmp_path / "take.wav", _tone(), 24000)
+    (during,) = seen
+    assert len(during) == 1 and re.fullmatch(r"\.take\.wav\.\w+\.part", during[0]), during
+    assert os.listdir(tmp_path) == ["take.wav"]

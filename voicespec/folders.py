@@ -78,3 +78,22 @@ class FolderConfig:
             return cls.from_dict(raw)
         except (TypeError, ValueError) as e:
             raise ValueError(f"{Path(path) / CONFIG_NAME}: bad {cls.WHAT} config ({e})") from None
+
+
+class FolderModule(torch.nn.Module):
+    """A small ``nn.Module`` built from a :class:`FolderConfig` and kept as a folder: ``save`` and
+    ``from_folder`` (weights checked against the architecture by ``load_weights``)."""
+
+    config_class: ClassVar[type[FolderConfig]]
+
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def save(self, path: str | Path) -> None:
+        save_folder(path, self.config.to_dict(), self)
+
+    @classmethod
+    def from_folder(cls, path: str | Path):
+        model = cls(cls.config_class.read(path))
+        load_weights(path, model)
+        return model.eval()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -144,8 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         quiet_libraries()
         return args.func(args)
-    except (CliError, ValueError, FileNotFoundError, OSError) as e:
+    except (CliError, ValueError, FileNotFoundError, OSError) as e:  # the user's to fix: status 2
         print(f"voicespec: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get("VOICESPEC_DEBUG"):
+            raise
+        print(f"voicespec: error: internal error ({type(e).__name__}: {e}); set VOICESPEC_DEBUG=1 for the traceback",
+              file=sys.stderr)
+        return 1

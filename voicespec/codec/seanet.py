@@ -5,7 +5,7 @@
 would re-decode a context window for every chunk. ``StreamingDecoder`` instead mirrors the
 decoder's layers with stateful counterparts that carry exactly the state each layer needs between
 chunks, so each ``push`` costs work proportional to the chunk and the concatenated output equals
-one full ``Codec.decode`` of all the codes (up to float rounding; see tests/test_streaming.py):
+one full ``Codec.decode`` of all the codes (up to float rounding; see tests/codec/test_seanet.py):
 
 * quantizer: per frame, stateless (``quantizer.decode`` of the chunk's codes);
 * causal ``SConv1d`` (stride 1): keeps the last ``padding_total`` samples of its (padded) input;

@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from voicespec.engine.layout import FlatLayout, Prompt, TokenLayout
+from voicespec.engine.layout import Prompt, TokenLayout
 
 
 class StepLM(Protocol):
@@ -48,28 +48,3 @@ class LMSession:
         if length < self.length:
             self.cache.crop(length - self.length)
             self.length = length
-
-
-class HFSession(LMSession):
-    def _logits(self, steps: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=steps.T, cache=self.cache, use_cache=True)
-        return out.logits[0].unsqueeze(1)
-
-
-class HFCausalLM:
-    """Any ``transformers`` causal LM decoded in the flat layout (one token per step)."""
-
-    def __init__(self, model: PreTrainedModel, layout: FlatLayout) -> None:
-        vocab = model.get_output_embeddings().weight.shape[0]
-        if layout.vocab_size != vocab:
-            raise ValueError(f"layout vocab_size {layout.vocab_size} != model vocabulary {vocab}")
-        self.model = model.eval()
-        self.layout = layout
-
-    def start(self, prompt: Prompt) -> HFSession:
-        if prompt.text.numel():
-            raise ValueError("flat layouts take their text ids as prompt steps, not as a prefix")
-        session = HFSession(self.model)
-        if prompt.steps.shape[0] > 1:
-            session.forward(prompt.steps[:-1])
-        return session

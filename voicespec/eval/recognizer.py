@@ -35,7 +35,7 @@ import torchaudio.transforms as T
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.folders import FolderConfig, load_weights, save_folder
+from voicespec.folders import FolderConfig, FolderModule
 from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
 
 MODEL_TYPE = "voicespec_ctc_asr"
@@ -88,8 +88,10 @@ class AsrConfig(FolderConfig):
 
 
 
-class CtcAsr(nn.Module):
+class CtcAsr(FolderModule):
     """Log-mel → stride-1 convs → BiGRU → linear CTC head (class 0 = blank)."""
+
+    config_class = AsrConfig
 
     def __init__(self, config: AsrConfig = AsrConfig()) -> None:
         super().__init__()
@@ -175,18 +177,6 @@ class CtcAsr(nn.Module):
         finally:
             self.train(was_training)
 
-    def n_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    # folders -------------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        save_folder(path, self.config.to_dict(), self)
-
-    @classmethod
-    def from_folder(cls, path: str | Path) -> CtcAsr:
-        model = cls(AsrConfig.read(path))
-        load_weights(path, model)
-        return model.eval()
 
 
 def load_asr(path: str | Path) -> CtcAsr:
@@ -225,11 +215,6 @@ def greedy_ids(log_probs: torch.Tensor, blank: int = BLANK) -> list[int]:
             out.append(k)
         prev = k
     return out
-
-
-def greedy_decode(log_probs: torch.Tensor, alphabet: str = DEFAULT_ALPHABET) -> str:
-    """``[T, 1 + len(alphabet)]`` CTC scores → text (class 0 = blank, class i = ``alphabet[i-1]``)."""
-    return CharTokenizer(alphabet).decode(greedy_ids(log_probs))
 
 
 def transcribe(model: CtcAsr, pcm: torch.Tensor | np.ndarray, sample_rate: int) -> str:

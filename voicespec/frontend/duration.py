@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.folders import FolderConfig, load_weights, save_folder
+from voicespec.folders import FolderConfig, FolderModule
 from voicespec.frontend.text import DEFAULT_ALPHABET
 
 MODEL_TYPE = "voicespec_duration"
@@ -131,8 +131,10 @@ class DurationConfig(FolderConfig):
         return (self.units or len(self.alphabet)) + 1  # + padding
 
 
-class DurationModel(nn.Module):
+class DurationModel(FolderModule):
     """Character ids → predicted ``log(1 + frames)`` per character."""
+
+    config_class = DurationConfig
 
     def __init__(self, config: DurationConfig = DurationConfig()) -> None:
         super().__init__()
@@ -197,18 +199,6 @@ class DurationModel(nn.Module):
             out[max(range(len(frames)), key=frames.__getitem__)] = 1
         return out
 
-    def n_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    # folders -------------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        save_folder(path, self.config.to_dict(), self)
-
-    @classmethod
-    def from_folder(cls, path: str | Path) -> DurationModel:
-        model = cls(DurationConfig.read(path))
-        load_weights(path, model)
-        return model.eval()
 
 
 def load_duration(path: str | Path) -> DurationModel:

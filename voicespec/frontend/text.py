@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 MAX_CHARS = 5000
 
@@ -216,13 +216,27 @@ class CharTokenizer:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "alphabet": self.alphabet}
 
-
     def is_speakable(self, ids: list[int]) -> bool:
         """Whether the ids hold at least one letter or digit."""
         return any(0 < i <= len(self.alphabet) and self.alphabet[i - 1].isalnum() for i in ids)
 
 
-Tokenizer = Any  # CharTokenizer | voicespec.frontend.phonemes.PhonemeTokenizer: encode, decode, is_speakable, to_dict
+class Tokenizer(Protocol):
+    """Normalized text to the model's unit ids (:class:`CharTokenizer`, or
+    :class:`~voicespec.frontend.phonemes.PhonemeTokenizer`); id 0 is padding."""
+
+    kind: str
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def is_speakable(self, ids: list[int]) -> bool: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 def tokenizer_from_dict(d: dict[str, Any]) -> Tokenizer:

@@ -1,6 +1,7 @@
-"""Bridges to ``transformers`` generation: the layout's legality mask as a ``LogitsProcessor``.
+"""Any ``transformers`` causal LM as a step LM (``HFCausalLM``, flat layout), and the bridge back
+to ``transformers`` generation: the layout's legality mask as a ``LogitsProcessor``.
 
-With it, ``model.generate()`` decodes under exactly the masks our engine applies, which makes
+With the mask, ``model.generate()`` decodes under exactly the masks our engine applies, which makes
 ``generate()`` usable as an independent oracle (tests) and as the assisted-generation peer (bench).
 """
 
@@ -9,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import LogitsProcessor
+from transformers import LogitsProcessor, PreTrainedModel
 
-from voicespec.engine.layout import FlatLayout
+from voicespec.engine.layout import FlatLayout, Prompt
+from voicespec.engine.step_lm import LMSession
 
 
 class LayoutMaskProcessor(LogitsProcessor):
@@ -38,3 +40,28 @@ class LayoutMaskProcessor(LogitsProcessor):
         rows = input_ids[:, self.prompt_len:]
         masks = [self.layout.mask(self._state(i, row))[0] for i, row in enumerate(rows)]
         return scores.masked_fill(~torch.stack(masks), float("-inf"))
+
+
+class HFSession(LMSession):
+    def _logits(self, steps: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=steps.T, cache=self.cache, use_cache=True)
+        return out.logits[0].unsqueeze(1)
+
+
+class HFCausalLM:
+    """Any ``transformers`` causal LM decoded in the flat layout (one token per step)."""
+
+    def __init__(self, model: PreTrainedModel, layout: FlatLayout) -> None:
+        vocab = model.get_output_embeddings().weight.shape[0]
+        if layout.vocab_size != vocab:
+            raise ValueError(f"layout vocab_size {layout.vocab_size} != model vocabulary {vocab}")
+        self.model = model.eval()
+        self.layout = layout
+
+    def start(self, prompt: Prompt) -> HFSession:
+        if prompt.text.numel():
+            raise ValueError("flat layouts take their text ids as prompt steps, not as a prefix")
+        session = HFSession(self.model)
+        if prompt.steps.shape[0] > 1:
+            session.forward(prompt.steps[:-1])
+        return session

@@ -16,7 +16,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
 from voicespec.engine.layout import FlatLayout, TokenLayout, layout_from_dict
-from voicespec.engine.step_lm import HFCausalLM, StepLM
+from voicespec.engine.step_lm import StepLM
+from voicespec.lm.hf import HFCausalLM
 
 LAYOUT_KEY = "voicespec_layout"
 

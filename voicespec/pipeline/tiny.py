@@ -18,7 +18,7 @@ from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM, truncated
 from voicespec.frontend.duration import DurationConfig, DurationModel
 from voicespec.engine.layout import FlatLayout
 from voicespec.frontend.phonemes import PhonemeTokenizer
-from voicespec.engine.step_lm import HFCausalLM
+from voicespec.lm.hf import HFCausalLM
 from voicespec.lm.loading import attach_layout
 from voicespec.frontend.text import CharTokenizer
 from voicespec.pipeline.voice import Voice, VoiceConfig

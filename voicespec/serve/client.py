@@ -20,6 +20,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
 from voicespec.bench.playout import gaps, playout
+from voicespec.options import SAMPLING_OPTIONS
 from voicespec.serve import protocol as P
 
 DEFAULT_URL = f"ws://127.0.0.1:{P.DEFAULT_PORT}{P.WS_PATH}"
@@ -192,27 +193,6 @@ class TTSClient:
 # ----------------------------------------------------------------------------- command line
 
 
-def add_client_args(p: Any) -> None:
-    p.add_argument("text")
-    p.add_argument("-o", "--output", required=True, help="output .wav or .flac (written atomically)")
-    p.add_argument("--url", default=DEFAULT_URL, help=f"server WebSocket URL (default {DEFAULT_URL})")
-    p.add_argument("--api-key", help="API key (sent as Authorization: Bearer)")
-    p.add_argument("--sample-rate", type=int, help="8000, 16000, 22050, 24000 or 48000 (default: the voice's)")
-    p.add_argument("--encoding", choices=list(P.ENCODINGS), default="pcm_s16le")
-    p.add_argument("--prebuffer-ms", type=float, default=200.0, help="playout simulation: audio buffered before playback starts")
-    p.add_argument("--words-per-message", type=int, default=0,
-                   help="send the text in pieces of this many words, as an LLM would stream it (0: all at once)")
-    p.add_argument("--voice")
-    p.add_argument("--drafter")
-    p.add_argument("--gamma", help="draft length per step, or 'auto'")
-    p.add_argument("--latency-budget-ms", type=float, help="per-step latency budget (adaptive draft length)")
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--repetition-penalty", type=float)
-    p.add_argument("--seed", type=int)
-
-
 def _pieces(text: str, words: int) -> list[str]:
     if words <= 0:
         return [text]
@@ -224,10 +204,9 @@ async def run_client(args: Any) -> dict[str, Any]:
     from voicespec.audio import check_audio_path, write_audio_atomic
 
     check_audio_path(args.output)
-    gamma = args.gamma if args.gamma in (None, "auto") else int(args.gamma)
     options = dict(voice=args.voice, sample_rate=args.sample_rate, encoding=args.encoding, drafter=args.drafter,
-                   gamma=gamma, latency_budget_ms=args.latency_budget_ms, temperature=args.temperature,
-                   top_k=args.top_k, top_p=args.top_p, repetition_penalty=args.repetition_penalty, seed=args.seed)
+                   gamma=args.gamma, latency_budget_ms=args.latency_budget_ms, seed=args.seed,
+                   **{o.name: getattr(args, o.name) for o in SAMPLING_OPTIONS})
     async with TTSClient(args.url, api_key=args.api_key) as client:
         await client.start(**options)
         result = await client.synthesize(_pieces(args.text, args.words_per_message))

@@ -64,13 +64,3 @@ class ServerMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The ``/metrics`` body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-
-def parse_exposition(text: str) -> dict[str, float]:
-    """Sample lines back to ``{'name{labels}': value}`` (for tests and quick checks)."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out

@@ -26,6 +26,7 @@ from voicespec.engine.config import DecodeConfig
 from voicespec.frontend.incremental import complete_prefix
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
+from voicespec.options import SAMPLING_OPTIONS
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
@@ -244,7 +245,7 @@ class Session:
             encoding=msg.encoding, audio_transport=msg.audio_transport, drafter=drafter, gamma=gamma,
             latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
             pacing_lead_ms=None if self.pacing_lead_s is None else self.pacing_lead_s * 1000,
-            sampling={k: getattr(sampling, k) for k in ("temperature", "top_k", "top_p", "repetition_penalty")},
+            sampling={o.name: getattr(sampling, o.name) for o in SAMPLING_OPTIONS},
             max_text_chars=cfg.max_text_chars, drafters=voice.drafter_names)))
 
     def _context(self, cid: str, create: bool) -> _Context | None:

@@ -106,6 +106,7 @@ class AsrTrainConfig:
     warmup_steps: int = 150
     final_lr_frac: float = 0.05  # cosine over the time budget down to lr * this
     minutes: float = 60.0  # total training wall time across resumes
+    max_steps: int = 0  # > 0: also a step budget (total steps across resumes, as ``minutes``)
     checkpoint_every_s: float = 180.0
     eval_every_steps: int = 250
     log_every_steps: int = 25
@@ -184,7 +185,7 @@ def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainCo
     max_padded = int(config.batch_seconds * model_config.sample_rate)
     batches: list[list[int]] = []
     model.train()
-    while run.trained_s < config.minutes * 60:
+    while run.trained_s < config.minutes * 60 and not (config.max_steps and run.step >= config.max_steps):
         t0 = time.perf_counter()
         if not batches:
             batches = length_batches([u.pcm.shape[0] for u in train], max_padded, run.rng)
@@ -199,7 +200,7 @@ def train_asr(data_dir: Path, out_dir: Path, config: AsrTrainConfig = AsrTrainCo
         loss = F.ctc_loss(log_probs.transpose(0, 1), targets, frame_lengths, target_lengths, blank=BLANK,
                           zero_infinity=True)
         lr = config.lr * cosine_lr_factor(run.step, run.trained_s, config.warmup_steps, config.minutes,
-                                          config.final_lr_frac)
+                                          config.final_lr_frac, config.max_steps)
         grad = run.update(loss, lr, t0)
         if run.step % config.log_every_steps == 0:
             run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "loss": loss.item(),
@@ -250,6 +251,7 @@ def add_asr_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
     p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported recognizer (OUT/asr)")
     p.add_argument("--minutes", type=float, default=AsrTrainConfig.minutes, help="total training time budget")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
     p.add_argument("--batch-seconds", type=float, default=AsrTrainConfig.batch_seconds,
                    help="padded audio seconds per batch")
     p.add_argument("--lr", type=float, default=AsrTrainConfig.lr)
@@ -262,8 +264,8 @@ def add_asr_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_asr(args: argparse.Namespace) -> int:
-    config = AsrTrainConfig(minutes=args.minutes, batch_seconds=args.batch_seconds, lr=args.lr,
-                            eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads)
+    config = AsrTrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_seconds=args.batch_seconds,
+                            lr=args.lr, eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads)
     folder = train_asr(Path(args.data), Path(args.out), config, ENCODERS[args.encoder])
     metrics = CtcAsr.from_folder(folder).config.extra.get("heldout_metrics", {})
     print(f"exported {folder}" + (f" (held-out CER {metrics['cer']:.3f})" if "cer" in metrics else ""))

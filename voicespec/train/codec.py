@@ -47,6 +47,7 @@ class TrainConfig:
     batch_size: int = 8
     lr: float = 5e-4
     minutes: float = 60.0  # total training wall time across resumes
+    max_steps: int = 0  # > 0: also a step budget (total steps across resumes, as ``minutes``)
     checkpoint_every_s: float = 180.0
     eval_every_steps: int = 500
     reload_every_steps: int = 1000
@@ -248,7 +249,7 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     frames = int(config.segment_s * codec_config.sample_rate) // hop
     latents = encode_latents(Codec(model, codec_config, run.device), train) if config.decoder_only else None
     _train_mode(model, config)
-    while run.trained_s < config.minutes * 60:
+    while run.trained_s < config.minutes * 60 and not (config.max_steps and run.step >= config.max_steps):
         t0 = time.perf_counter()
         if latents is not None:
             z, x = random_latent_batch(latents, config.batch_size, frames, hop, run.rng)
@@ -261,7 +262,8 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
         stft = losses.stft_loss(y[:, 0], x[:, 0])
         loss = mel + stft + 0.1 * F.l1_loss(y, x) + commit
         lr = config.lr * cosine_lr_factor(run.step - first_step, run.trained_s, config.warmup_steps, config.minutes,
-                                          config.final_lr_frac)
+                                          config.final_lr_frac,
+                                          max(config.max_steps - first_step, 1) if config.max_steps else 0)
         run.update(loss, lr, t0)
         if run.step % 50 == 0:
             run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "lr": lr, "loss": loss.item(),
@@ -304,6 +306,7 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
     p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported codec")
     p.add_argument("--minutes", type=float, default=TrainConfig.minutes, help="total training time budget")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
     p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
     p.add_argument("--segment-s", type=float, default=TrainConfig.segment_s)
     p.add_argument("--eval-every", type=int, default=TrainConfig.eval_every_steps)
@@ -323,9 +326,9 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_codec(args: argparse.Namespace) -> int:
-    config = TrainConfig(minutes=args.minutes, batch_size=args.batch_size, segment_s=args.segment_s, lr=args.lr,
-                         eval_every_steps=args.eval_every, threads=args.threads, decoder_only=args.decoder_only,
-                         device=args.device)
+    config = TrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_size=args.batch_size,
+                         segment_s=args.segment_s, lr=args.lr, eval_every_steps=args.eval_every, threads=args.threads,
+                         decoder_only=args.decoder_only, device=args.device)
     init = Path(args.init_from) if args.init_from else None
     codec_config = replace(DEFAULT_CODEC, n_filters=args.filters)
     if args.decoder:

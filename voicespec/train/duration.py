@@ -238,6 +238,7 @@ def add_duration_args(p: argparse.ArgumentParser) -> None:
                    help='JSONL, one utterance a line: {"ids": [...], "durations": [...], "split": "train"|"heldout"}')
     p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported predictor (OUT/duration)")
     p.add_argument("--minutes", type=float, default=DurationTrainConfig.minutes, help="total training time budget")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--units", type=int, default=0,
@@ -246,7 +247,7 @@ def add_duration_args(p: argparse.ArgumentParser) -> None:
 
 def run_duration(args: argparse.Namespace) -> int:
     train, heldout = read_items(args.items)
-    config = DurationTrainConfig(minutes=args.minutes, seed=args.seed, threads=args.threads)
+    config = DurationTrainConfig(minutes=args.minutes, max_steps=args.max_steps, seed=args.seed, threads=args.threads)
     folder = train_duration(train, heldout, Path(args.out), config, DurationConfig(units=args.units),
                             source=str(args.items))
     metrics = DurationModel.from_folder(folder).config.extra.get("heldout_metrics", {})

@@ -1,0 +1,124 @@
+"""Decoding the coarse-first layout: greedy exactness, fine codes independent of γ, and the
+sampled distribution of whole frames (chi-square, with controls). The layout's arithmetic is in
+test_layout.py, the fine stage's own tests in tests/lm/test_codec_lm.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+import voicespec.engine.decoder as decoder_module
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import Generation, SpecDecoder
+from voicespec.engine.drafters import ModelDrafter
+from voicespec.engine.policy import TokenPolicy
+from voicespec.engine.sampling import top_k_filter, top_p_filter
+from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm
+
+GREEDY = SamplingConfig(temperature=0)
+
+
+def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for):
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True)
+    prompt = target.layout.prompt([1, 2, 3, 4])
+    plain = SpecDecoder(target, None, DecodeConfig(GREEDY, gamma=0, max_steps=40)).generate(prompt)
+    plain_frames = plain.run()
+    assert plain_frames.shape[0] == 3 and plain_frames.shape[1] == plain.stats.frames > 0
+    for name, drafter in drafters_for(target, codec_draft(target)).items():
+        for gamma in (1, 3, 6):
+            gen = SpecDecoder(target, drafter, DecodeConfig(GREEDY, gamma=gamma, max_steps=40)).generate(prompt)
+            frames = gen.run()
+            assert torch.equal(gen.generated, plain.generated), f"{name} γ={gamma}"
+            assert torch.equal(frames, plain_frames), f"{name} γ={gamma}"
+
+
+def test_sampled_fine_codes_do_not_depend_on_gamma():
+    """The fine stage draws from its own seeded stream: the same coarse codes get the same fine
+    codes whatever γ (here the draft is the target itself, so every γ commits the same coarse
+    sequence only when each draw agrees; we compare frames wherever the coarse rows agree)."""
+    target = tiny_codec_lm(seed=6, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True)
+    prompt = target.layout.prompt([1, 2])
+    sampling = SamplingConfig(temperature=0.9, top_k=4)
+    runs = [SpecDecoder(target, ModelDrafter(target), DecodeConfig(sampling, gamma=g, max_steps=30, seed=7))
+            .generate(prompt).run() for g in (0, 3)]
+    n = min(r.shape[1] for r in runs)
+    agree = (runs[0][0, :n] == runs[1][0, :n]).long().cumprod(0).sum()  # common coarse prefix
+    assert agree > 0 and torch.equal(runs[0][:, :agree], runs[1][:, :agree])
+
+
+# --- sampling: the whole frames' distribution -----------------------------------------------------
+
+SAMPLING = SamplingConfig(temperature=1.3, top_k=3)
+N_STEPS = 2
+
+
+def coarse_case(sharpened):
+    target = sharpened(tiny_codec_lm(seed=21, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True))
+    with torch.no_grad():
+        for mlp in target.model.fine.depth:
+            mlp[-1].weight.mul_(8.0)
+    draft = sharpened(tiny_codec_lm(seed=22, n_layers=1, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True))
+    return target, draft, target.layout.prompt([1, 2, 3])
+
+
+def _fine_probs(logits: torch.Tensor) -> torch.Tensor:
+    x = top_p_filter(top_k_filter(logits / SAMPLING.temperature, SAMPLING.top_k), SAMPLING.top_p)
+    return x.softmax(-1)
+
+
+def exact_frames(target, prompt, exact_distribution) -> dict[tuple, float]:
+    """P(frames) = P(coarse codes) x P(fine codes | hidden states, coarse codes), enumerated."""
+    coarse = exact_distribution(target, prompt, TokenPolicy(target.layout, SAMPLING), N_STEPS)
+    model, S, C = target.model, prompt.text.numel(), target.layout.codebook_size
+    out: dict[tuple, float] = {}
+    for seq, p in coarse.items():
+        steps = torch.tensor(seq)
+        with torch.no_grad():
+            _, _, h = model.forward_hidden(prompt.text[None], torch.cat([prompt.steps, steps])[None])
+            first = _fine_probs(model.fine.logits(h[0, S:S + 1], torch.tensor([[seq[0][0], 0]]), torch.tensor([[C, C]]))[0, 0])
+            for f1 in first.nonzero().flatten().tolist():
+                prev = torch.tensor([[seq[0][0], f1]])
+                second = _fine_probs(model.fine.logits(h[0, S + 1:S + 2], torch.tensor([[seq[1][0], 0]]), prev)[0, 0])
+                for f2 in second.nonzero().flatten().tolist():
+                    key = ((seq[0][0], seq[1][0]), (f1, f2))
+                    out[key] = p * float(first[f1]) * float(second[f2])
+    return out
+
+
+def empirical_frames(target, drafter, prompt, n: int) -> Counter:
+    counts: Counter = Counter()
+    decoder = SpecDecoder(target, drafter, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS))
+    for seed in range(n):
+        frames = decoder.generate(prompt, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=seed)).run()
+        counts[tuple(tuple(row) for row in frames.tolist())] += 1
+    return counts
+
+
+@pytest.mark.slow
+def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
+        monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
+    target, draft, prompt = coarse_case(sharpened)
+    exact = exact_frames(target, prompt, exact_distribution)
+    assert abs(sum(exact.values()) - 1) < 1e-5
+    counts = empirical_frames(target, ModelDrafter(draft), prompt, 800)
+    assert set(counts) <= set(exact), "produced frames the target gives probability zero"
+    assert chi_square_pvalue(counts, exact) > 1e-3
+
+    # Controls: a wrong acceptance rule, and a fine stage that ignores its distribution, both fail.
+    with monkeypatch.context() as m:
+        m.setattr(decoder_module, "verify_sampling", accept_everything)
+        assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+    with monkeypatch.context() as m:
+        m.setattr(Generation, "_pick_fine", lambda self, logits: logits.argmax())
+        assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+
+
+def test_a_delay_draft_is_refused_for_a_coarse_first_target():
+    target = tiny_codec_lm(seed=8, n_codebooks=3, codebook_size=8, coarse_first=True)
+    draft = codec_draft(target)
+    assert ModelDrafter(draft).layout == target.layout and draft.model.fine is None  # drafts carry no fine stage
+    delay = tiny_codec_lm(seed=8, n_codebooks=3, codebook_size=8)
+    with pytest.raises(ValueError, match="does not match"):
+        SpecDecoder(target, ModelDrafter(delay))

@@ -1,0 +1,128 @@
+"""The codec LM: in frame-aligned mode the track conditions every step, fixes the length and
+speculation stays exact; the coarse-first fine stage saves, loads and samples from exactly the
+factorization it is trained on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
+from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.engine.layout import CoarseFirstLayout, Prompt
+from voicespec.lm.loading import load_step_lm
+from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_flat
+
+GREEDY = SamplingConfig(temperature=0)
+P = 8
+
+
+def aligned(seed: int = 3, delays=None):
+    return tiny_codec_lm(seed=seed, n_codebooks=3, codebook_size=8, delays=delays, track_positions=P)
+
+
+def track(n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    units = torch.randint(1, 30, (n, 2), generator=g)
+    pos = torch.randint(0, P, (n, 2), generator=g)
+    return torch.cat([units, pos], dim=1)
+
+
+@pytest.mark.parametrize("delays", [[0, 1, 2], [0, 0, 0]])
+def test_aligned_speculation_equals_plain_and_length_is_the_tracks(delays, naive_greedy):
+    target = aligned(delays=delays)
+    prompt = target.layout.prompt([1, 2, 3], track=track(17))
+    plain = SpecDecoder(target, None, DecodeConfig(GREEDY, gamma=0, max_steps=60)).generate(prompt)
+    frames = plain.run()
+    assert plain.stats.finish_reason == "eos" and frames.shape[1] == 17  # EOS forced at the track's end
+    assert torch.equal(plain.generated, naive_greedy(target, prompt, 60))
+    for drafter in (NGramDrafter(), ModelDrafter(codec_draft(target))):
+        for gamma in (1, 4):
+            gen = SpecDecoder(target, drafter, DecodeConfig(GREEDY, gamma=gamma, max_steps=60)).generate(prompt)
+            assert torch.equal(gen.run(), frames), f"{drafter.name} γ={gamma}"
+
+
+def test_sampled_length_is_exactly_the_tracks():
+    target = aligned()
+    prompt = target.layout.prompt([4], track=track(9, seed=1))
+    for seed in range(5):
+        config = DecodeConfig(gamma=2, seed=seed, max_steps=40)
+        assert SpecDecoder(target, NGramDrafter(), config).generate(prompt).run().shape[1] == 9
+
+
+def test_the_track_conditions_every_step():
+    target = aligned()
+    a, b = track(12, seed=1), track(12, seed=2)
+    steps = torch.full((1, 3), target.layout.bos_id)
+    la = target.start(Prompt(torch.tensor([1]), steps, a)).forward(steps)
+    lb = target.start(Prompt(torch.tensor([1]), steps, b)).forward(steps)
+    assert not torch.allclose(la, lb)
+
+
+def test_incremental_track_rows_match_one_full_pass():
+    target = aligned()
+    prompt = target.layout.prompt([1, 2], track=track(10))
+    gen = SpecDecoder(target, None, DecodeConfig(GREEDY, gamma=0, max_steps=30)).generate(prompt)
+    gen.run()
+    seq = torch.cat([prompt.steps, gen.generated])
+    full = target.start(prompt).forward(seq)
+    inc = target.start(prompt)
+    parts = [inc.forward(seq[i : i + 4]) for i in range(0, seq.shape[0], 4)]
+    assert torch.allclose(torch.cat(parts), full, atol=1e-5)
+
+
+def test_track_mismatches_are_clear_errors():
+    steps = torch.full((1, 3), 9)  # BOS of 3x8 codes
+    with pytest.raises(ValueError, match="frame-aligned text track"):
+        aligned().start(Prompt(torch.tensor([1]), steps))
+    plain = tiny_codec_lm(n_codebooks=3, codebook_size=8)
+    with pytest.raises(ValueError, match="no frame-aligned track"):
+        plain.start(Prompt(torch.tensor([1]), steps, track(4)))
+    with pytest.raises(ValueError, match="positions"):
+        aligned().start(Prompt(torch.tensor([1]), steps, track(4) + P)).forward(steps)
+    flat = tiny_flat()
+    with pytest.raises(ValueError, match="no frame-aligned track"):
+        flat.layout.initial_state(Prompt(torch.empty(0, dtype=torch.long), torch.ones(2, 1, dtype=torch.long), track(3)))
+
+
+# --- coarse-first: the fine stage ----------------------------------------------------------------
+
+
+def test_model_saves_and_loads_with_its_fine_stage(tmp_path):
+    lm = tiny_codec_lm(seed=3, n_codebooks=3, codebook_size=8, coarse_first=True, track_positions=4)
+    lm.model.save_pretrained(tmp_path / "m")
+    back = load_step_lm(str(tmp_path / "m"))
+    assert isinstance(back.layout, CoarseFirstLayout) and back.model.fine is not None
+    codes = torch.randint(0, 8, (1, 5, 1))
+    track = torch.zeros(1, 5, 4, dtype=torch.long)
+    a, _, ha = lm.model.forward_hidden(torch.tensor([[1, 2]]), codes, track)
+    b, _, hb = back.model.forward_hidden(torch.tensor([[1, 2]]), codes, track)
+    assert a.shape == (1, 7, 1, 11) and torch.allclose(a, b) and torch.allclose(ha, hb)
+    frames = torch.randint(0, 8, (5, 3))
+    prev = torch.cat([torch.full((1, 3), 8), frames[:-1]])
+    assert torch.allclose(lm.model.fine.logits(ha[0, 2:], frames, prev), back.model.fine.logits(hb[0, 2:], frames, prev))
+
+
+def test_fine_stage_sampling_follows_its_teacher_forced_factorization():
+    """``generate`` (codebook by codebook, frame by frame) picks from exactly the logits that
+    ``logits`` (teacher-forced, the training loss) gives for the codes it picked."""
+    fine = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True).model.fine
+    h, coarse = torch.randn(6, 64), torch.randint(0, 8, (6,))
+    seen: list[torch.Tensor] = []
+
+    def pick(logits: torch.Tensor) -> torch.Tensor:
+        seen.append(logits)
+        return logits.argmax()
+
+    with torch.no_grad():
+        frames = fine.generate(h, coarse, torch.full((4,), 8), pick)
+        prev = torch.cat([torch.full((1, 4), 8), frames.T[:-1]])
+        forced = fine.logits(h, frames.T, prev)  # [6, 3, 8]
+    assert torch.equal(frames[0], coarse)
+    assert torch.allclose(torch.stack(seen).view(6, 3, 8), forced, atol=1e-5)
+    # streaming: two calls carrying the last frame give the same frames as one call
+    with torch.no_grad():
+        first = fine.generate(h[:2], coarse[:2], torch.full((4,), 8), lambda x: x.argmax())
+        rest = fine.generate(h[2:], coarse[2:], first[:, -1], lambda x: x.argmax())
+    assert torch.equal(torch.cat([first, rest], 1), frames)

@@ -1,0 +1,603 @@
+"""`voicespec serve` for real: a server on an ephemeral port, real WebSocket and HTTP clients.
+
+The server runs on its own event loop in a background thread (as it would in its own process);
+each test drives it with the Python client library or raw websockets, and checks audio against
+offline synthesis sample for sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+import soundfile as sf
+from websockets.asyncio.client import connect
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.http11 import Request
+
+from voicespec.serve import protocol as P
+from voicespec.audio import to_encoding
+from voicespec.serve.client import Audio, TTSClient
+import voicespec.engine.config as engine_config
+from voicespec.engine.config import DecodeConfig
+from voicespec.engine.controller import ControllerConfig
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.http import origin_ok as request_origin_ok
+from voicespec.serve.server import TTSServer
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
+
+MAX_STEPS = 24  # per sentence: short audio keeps the file fast
+TEXT = "Hello there. Second one."
+START = {"sample_rate": 16000, "seed": 11, "gamma": 2, "drafter": "draft-model", "temperature": 0.9, "top_k": 30}
+
+
+@contextmanager
+def running(voice, **overrides):
+    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread; yields the server."""
+    config = ServerConfig(**{"port": 0, "max_steps": MAX_STEPS, "ping_interval_s": None, **overrides})
+    server = TTSServer(config, voice)
+    loop = asyncio.new_event_loop()
+    started, failure = threading.Event(), []
+    stop: list[asyncio.Event] = []
+
+    async def main() -> None:
+        stop.append(asyncio.Event())
+        try:
+            async with server:
+                started.set()
+                await stop[0].wait()
+        except BaseException as e:
+            failure.append(e)
+            started.set()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    assert started.wait(30) and not failure, failure
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(30)
+        loop.close()
+
+
+def ws_url(server, query: str = "") -> str:
+    return f"ws://127.0.0.1:{server.port}/v1/stream" + query
+
+
+def http_get(server, path: str, headers: dict | None = None) -> tuple[int, str, str]:
+    req = urllib.request.Request(f"http://127.0.0.1:{server.port}{path}", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+
+
+def metrics(server, parse, **headers) -> dict[str, float]:
+    status, _, body = http_get(server, "/metrics", headers)
+    assert status == 200
+    return parse(body)
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    t = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < t, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def offline(voice, text: str, encoding: str = "pcm_s16le", **start) -> bytes:
+    """What the server must send: offline synthesis with the options a `start` message gives."""
+    s = {**START, **start}
+    sampling = replace(voice.sampling, **{k: s[k] for k in ("temperature", "top_k") if k in s})
+    decode = DecodeConfig(sampling, gamma=s["gamma"], max_steps=MAX_STEPS, seed=s["seed"])
+    pcm, _ = Synthesizer(voice).synthesize(text, SynthesisOptions(decode, drafter=s["drafter"], sample_rate=s["sample_rate"]))
+    return to_encoding(pcm, encoding)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+# ----------------------------------------------------------------------------- audio
+
+
+def test_round_trip_equals_offline_synthesis_sample_for_sample(tiny_voice):
+    expected = offline(tiny_voice, TEXT)
+    expected_f32 = offline(tiny_voice, TEXT, "f32le")
+
+    async def go():
+        async with TTSClient(ws_url(server)) as c:
+            ready = await c.start(**START)
+            assert ready["sample_rate"] == 16000 and ready["encoding"] == "pcm_s16le" and ready["protocol"] == 1
+            whole = await c.synthesize(TEXT)
+            # The same text streamed in pieces, as an LLM would send it: the same audio.
+            pieces = await c.synthesize(["Hel", "lo the", "re. Sec", "ond ", "one."])
+        async with TTSClient(ws_url(server)) as c:
+            assert (await c.start(**START, encoding="f32le", audio_transport="base64"))["audio_transport"] == "base64"
+            f32 = await c.synthesize(TEXT)
+        return whole, pieces, f32
+
+    with running(tiny_voice) as server:
+        whole, pieces, f32 = run(go())
+    assert len(expected) > 0 and whole.payload == expected and pieces.payload == expected
+    assert f32.payload == expected_f32
+    s = whole.stats
+    assert s["samples"] * 2 == len(expected) and s["audio_s"] == pytest.approx(len(expected) / 2 / 16000, abs=1e-3)
+    assert s["sentences"] == 2 and s["steps"] > 0 and s["target_passes"] > 0 and s["drafted"] > 0
+    assert s["acceptance"] == round(s["accepted"] / s["drafted"], 4) and s["gamma"] == 2
+    assert s["mean_accepted_length"] == round(s["steps"] / s["target_passes"], 4)
+    assert s["ttfa_ms"] > 0 and s["rtf"] > 0 and s["finish_reason"] in ("eos", "length")
+    assert whole.ttfa_s > 0 and len(whole.arrivals) > 1
+
+
+def test_contexts_share_a_socket_and_sockets_share_the_server(tiny_voice, parse_exposition):
+    texts = {"a": "Good morning. How are you?", "b": "It is late.", "c": "One. Two. Three."}
+    expected = {cid: offline(tiny_voice, t) for cid, t in texts.items()}
+
+    async def one_socket():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            t0 = time.perf_counter()
+            for cid, text in texts.items():  # interleaved: all texts first, then all ends
+                await c.send("text", context_id=cid, text=text)
+            for cid in texts:
+                await c.send("end", context_id=cid)
+            results = await asyncio.gather(*(c.collect(cid, t0) for cid in texts))
+        return {r.context_id: r.payload for r in results}
+
+    async def many_sockets():
+        async def one(cid):
+            async with TTSClient(ws_url(server)) as c:
+                await c.start(**START)
+                return cid, (await c.synthesize(texts[cid], cid)).payload
+        return dict(await asyncio.gather(*(one(cid) for cid in texts)))
+
+    with running(tiny_voice) as server:
+        assert run(one_socket()) == expected
+        assert run(many_sockets()) == expected
+        m = metrics(server, parse_exposition)
+    assert m['voicespec_contexts_total{outcome="done"}'] == 6 and m["voicespec_active_contexts"] == 0
+    assert m["voicespec_ttfa_seconds_count"] == 6 and m["voicespec_drafted_steps_total"] > 0
+    assert m["voicespec_accepted_steps_total"] <= m["voicespec_drafted_steps_total"]
+
+
+def test_flush_releases_unfinished_text_and_acks_after_its_audio(tiny_voice):
+    async def go():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            await c.send("text", context_id="f", text="No full stop yet")
+            await c.send("flush", context_id="f", flush_id="f1")
+            events = []
+            while not (isinstance(events[-1:] and events[-1], dict) and events[-1].get("type") == "flushed"):
+                events.append(await c.next_event("f", timeout=30))
+            await c.send("text", context_id="f", text="More text.")
+            await c.send("end", context_id="f")
+            rest = [e async for e in c.events("f")]
+            await c.send("flush", context_id="unknown", flush_id=9)  # nothing pending: acked at once
+            ack = await c.next_event("unknown", timeout=10)
+        return events, rest, ack
+
+    with running(tiny_voice) as server:
+        events, rest, ack = run(go())
+    audio = [e for e in events if isinstance(e, Audio)]
+    assert audio and events[-1] == {"type": "flushed", "context_id": "f", "flush_id": "f1"}
+    assert [a.seq for a in audio + [e for e in rest if isinstance(e, Audio)]] == list(range(len(audio) + len(rest) - 1))
+    assert rest[-1]["type"] == "done" and rest[-1]["stats"]["sentences"] == 2
+    assert ack == {"type": "flushed", "context_id": "unknown", "flush_id": 9}
+
+
+def test_cancel_stops_the_context_and_nothing_follows_the_ack(tiny_voice, parse_exposition):
+    long_text = " ".join(f"Sentence number {w} is here." for w in ("one", "two", "three", "four", "five", "six"))
+
+    async def go():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            await c.send("text", context_id="x", text=long_text)
+            await c.send("end", context_id="x")
+            first = await c.next_event("x", timeout=30)
+            assert isinstance(first, Audio)
+            await c.send("cancel", context_id="x")
+            got = [first]
+            while not isinstance(got[-1], dict):
+                got.append(await c.next_event("x", timeout=30))
+            ok = await c.synthesize("After the cancel.", "y")  # the socket goes on serving
+            late = c._queues["x"].qsize()
+        return got, ok, late
+
+    with running(tiny_voice) as server:
+        got, ok, late = run(go())
+        m = metrics(server, parse_exposition)
+    assert got[-1] == {"type": "cancelled", "context_id": "x"}
+    assert late == 0  # no audio (and no `done`) for the cancelled context after the ack
+    audio = [e for e in got if isinstance(e, Audio)]
+    assert [a.seq for a in audio] == list(range(len(audio)))
+    full = len(offline(tiny_voice, long_text)) // 2
+    assert sum(a.pcm.size for a in audio) < full  # it really stopped early
+    assert ok.stats["sentences"] == 1 and ok.payload == offline(tiny_voice, "After the cancel.")
+    assert m['voicespec_contexts_total{outcome="cancelled"}'] == 1 and m["voicespec_active_contexts"] == 0
+
+
+def test_disconnect_mid_stream_frees_the_slot(tiny_voice, parse_exposition):
+    async def leave_midway():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            await c.send("text", context_id="gone", text="This one is left behind. " * 4)
+            await c.send("end", context_id="gone")
+            assert isinstance(await c.next_event("gone", timeout=30), Audio)
+        # leaving the block closes the socket mid-stream
+
+    async def come_back():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            return (await c.synthesize("Back again.")).stats
+
+    with running(tiny_voice, max_sessions=1) as server:
+        run(leave_midway())
+        wait_for(lambda: metrics(server, parse_exposition)["voicespec_active_sessions"] == 0)
+        wait_for(lambda: not server.worker._jobs)  # the decode worker dropped the orphaned context
+        m = metrics(server, parse_exposition)
+        assert m['voicespec_contexts_total{outcome="disconnected"}'] == 1 and m["voicespec_active_contexts"] == 0
+        assert run(come_back())["sentences"] == 1  # the only slot is free again
+
+
+def test_at_capacity_is_refused_with_an_error_and_1013(tiny_voice, parse_exposition):
+    async def go():
+        async with TTSClient(ws_url(server)) as first:
+            await first.start(**START)
+            async with connect(ws_url(server)) as second:
+                msg = json.loads(await second.recv())
+                with pytest.raises(ConnectionClosed):
+                    await second.recv()
+                code = second.close_code
+            result = await first.synthesize("Still here.")  # the admitted session is unaffected
+        return msg, code, result
+
+    with running(tiny_voice, max_sessions=1) as server:
+        msg, code, result = run(go())
+        m = metrics(server, parse_exposition)
+    assert msg["type"] == "error" and msg["code"] == P.AT_CAPACITY and msg["fatal"] is True
+    assert code == P.CLOSE_TRY_LATER and result.payload == offline(tiny_voice, "Still here.")
+    assert m['voicespec_errors_total{code="at_capacity"}'] == 1
+
+
+def test_a_slow_reader_slows_only_itself(tiny_voice):
+    """A client that stops reading fills its own queue; the worker then skips its context and
+    other sessions complete. When it reads again it gets all its audio, in order, intact."""
+    slow_text = "A slow reader is reading slowly. It reads nothing for now. Then it reads all. The end is here."
+    start = {**START, "sample_rate": 48000, "encoding": "f32le"}  # big frames fill buffers fast
+
+    async def go():
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        slow = await connect(ws_url(server), sock=sock, max_queue=1, compression=None)
+        await slow.send(json.dumps({"type": "start", **start}))
+        ready = json.loads(await slow.recv())
+        await slow.send(json.dumps({"type": "text", "context_id": "slow", "text": slow_text}))
+        await slow.send(json.dumps({"type": "end", "context_id": "slow"}))
+        (session,) = server.sessions
+        limit = server.config.send_queue_chunks
+        t = time.monotonic()
+        while session.credits.outstanding < limit:  # the slow session's producer is paused
+            assert time.monotonic() - t < 15, "the slow session was never held back"
+            await asyncio.sleep(0.02)
+        async with TTSClient(ws_url(server)) as fast:
+            await fast.start(**START)
+            fast_result = await fast.synthesize(TEXT)
+        slow_ctx = session.contexts.get("slow")
+        stalled = slow_ctx is not None and not slow_ctx.job.finished and session.credits.outstanding == limit
+        frames, done = [], None
+        while done is None:  # now read everything
+            raw = await slow.recv()
+            if isinstance(raw, bytes):
+                frames.append(P.decode_frame(raw, "f32le"))
+            else:
+                done = json.loads(raw)
+        await slow.close()
+        return ready, fast_result, stalled, frames, done
+
+    with running(tiny_voice, send_queue_chunks=2, send_buffer_bytes=16384) as server:
+        ready, fast_result, stalled, frames, done = run(go())
+    assert ready["type"] == "ready" and fast_result.payload == offline(tiny_voice, TEXT)
+    assert stalled  # the fast session finished while the slow one was still held back
+    assert done["type"] == "done" and [f.seq for f in frames] == list(range(len(frames)))
+    assert b"".join(f.payload for f in frames) == offline(tiny_voice, slow_text, "f32le", sample_rate=48000)
+
+
+def test_latency_budget_runs_adaptive_gamma_and_caps_each_step(tiny_voice, monkeypatch):
+    """The budget reaches each sentence's controller as its per-step time cap, and the controller
+    keeps to it: with a microsecond, which no draft fits, only each sentence's first step (the
+    probe that measures the drafter) drafts."""
+    caps = []
+
+    class Spy(engine_config.AdaptiveGamma):
+        def __init__(self, config=None):
+            caps.append(config.time_cap_s)
+            super().__init__(config)
+
+    monkeypatch.setattr(engine_config, "AdaptiveGamma", Spy)
+
+    async def go(budget_ms):
+        async with TTSClient(ws_url(server)) as c:
+            ready = await c.start(sample_rate=16000, seed=1, drafter="draft-model", latency_budget_ms=budget_ms)
+            return ready, (await c.synthesize(TEXT)).stats
+
+    with running(tiny_voice) as server:
+        ready, tight = run(go(0.001))
+        tight_caps, caps[:] = caps[:], []
+        _, loose = run(go(80))
+    assert ready["gamma"] == "auto" and ready["latency_budget_ms"] == 0.001
+    assert tight_caps == [pytest.approx(1e-6)] * 2 and caps == [pytest.approx(0.08)] * 2  # one per sentence
+    for s, budget in ((tight, 0.001), (loose, 80)):
+        assert s["gamma"] == "auto" and s["latency_budget_ms"] == budget and s["sentences"] == 2
+        assert sum(s["gamma_counts"].values()) == s["target_passes"]
+    probe = ControllerConfig().probe_gamma
+    assert tight["gamma_counts"] == {str(probe): 2, "0": tight["target_passes"] - 2}
+    assert tight["drafted"] == 2 * probe and tight["gamma_mean"] == round(2 * probe / tight["target_passes"], 3)
+
+
+def test_pacing_keeps_audio_near_real_time(tiny_voice):
+    lead = 0.1
+    text = "One sentence here. Another one there. A third one now. And the last."
+
+    async def go():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START, pacing_lead_ms=lead * 1000)
+            return await c.synthesize(text)
+
+    with running(tiny_voice) as server:
+        result = run(go())
+    audio_s = result.pcm.size / 16000
+    span = result.arrivals[-1][0] - result.arrivals[0][0]
+    # The worker makes audio only while it is less than `lead` ahead of real time, so the last
+    # chunk cannot arrive before ~audio_s - lead after the first (unpaced, it arrives after about
+    # RTF * audio_s). A lower bound with slack for one chunk and send jitter: load only adds time.
+    assert audio_s > 1.0 and span >= audio_s - lead - 0.2
+    assert result.payload == offline(tiny_voice, text)  # pacing changes timing, not audio
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_bad_messages_get_structured_errors_and_the_socket_keeps_serving(tiny_voice, parse_exposition):
+    """(message, expected reply): an error code, "ready", or None for no reply."""
+    cases = [
+        ("{oops", P.BAD_JSON),
+        ("[]", P.BAD_JSON),
+        (json.dumps({"type": "speak"}), P.UNKNOWN_TYPE),
+        (json.dumps({"type": "text", "context_id": "a", "text": "hi"}), P.NOT_STARTED),
+        (json.dumps({"type": "text", "context_id": "a"}), P.BAD_MESSAGE),
+        (json.dumps({"type": "text", "context_id": "a", "text": 3}), P.BAD_MESSAGE),
+        (b"\x01\x02", P.BINARY_UNSUPPORTED),
+        (json.dumps({"type": "start", "voice": "nobody"}), P.UNKNOWN_VOICE),
+        (json.dumps({"type": "start", "sample_rate": 44100}), P.BAD_OPTION),
+        (json.dumps({"type": "start", "drafter": "magic"}), P.UNKNOWN_DRAFTER),
+        (json.dumps({"type": "start", "temperature": -1}), P.BAD_OPTION),
+        (json.dumps({"type": "start", **START}), "ready"),
+        (json.dumps({"type": "start", **START}), P.ALREADY_STARTED),
+        (json.dumps({"type": "text", "context_id": "long", "text": "x" * 201}), P.TEXT_TOO_LONG),
+        (json.dumps({"type": "end", "context_id": "never"}), P.UNKNOWN_CONTEXT),
+        (json.dumps({"type": "text", "context_id": "dots", "text": "... !!"}), None),
+        (json.dumps({"type": "end", "context_id": "dots"}), P.BAD_TEXT),
+    ]
+
+    async def go():
+        replies = []
+        async with connect(ws_url(server)) as ws:
+            for raw, expected in cases:
+                await ws.send(raw)
+                replies.append(None if expected is None else json.loads(await ws.recv()))
+            # the same socket still synthesizes
+            await ws.send(json.dumps({"type": "text", "context_id": "ok", "text": TEXT}))
+            await ws.send(json.dumps({"type": "end", "context_id": "ok"}))
+            payload = b""
+            while True:
+                raw = await ws.recv()
+                if isinstance(raw, bytes):
+                    payload += P.decode_frame(raw, "pcm_s16le").payload
+                else:
+                    return replies, payload, json.loads(raw)
+
+    with running(tiny_voice, max_text_chars=200) as server:
+        replies, payload, done = run(go())
+        m = metrics(server, parse_exposition)
+    for (raw, expected), reply in zip(cases, replies):
+        if expected in (None, "ready"):
+            assert reply is None or reply["type"] == "ready", raw
+            continue
+        assert reply["type"] == "error" and reply["code"] == expected and reply["fatal"] is False, (raw, reply)
+        assert reply["message"]
+    assert replies[-1]["context_id"] == "dots" and replies[-1]["context_ended"] is True
+    assert done["type"] == "done" and payload == offline(tiny_voice, TEXT)
+    assert m['voicespec_errors_total{code="bad_json"}'] == 2
+
+
+def test_text_limit_counts_all_text_of_a_context(tiny_voice):
+    async def go():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            await c.send("text", context_id="t", text="Short words here. " * 3)  # 54 characters
+            await c.send("text", context_id="t", text="x" * 50)  # 104 > 100: rejected, context goes on
+            await c.send("end", context_id="t")
+            return await c.collect("t", time.perf_counter())
+
+    with running(tiny_voice, max_text_chars=100) as server:
+        result = run(go())
+    (err,) = result.errors
+    assert err["code"] == P.TEXT_TOO_LONG and err["context_id"] == "t" and "100" in err["message"]
+    assert result.stats["sentences"] == 3 and err["context_ended"] is False
+
+
+def test_oversized_message_closes_with_1009_and_others_are_served(tiny_voice):
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "x" * 5000}))
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            code = ws.close_code
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            return code, await c.synthesize("Fine.")
+
+    with running(tiny_voice, max_message_bytes=1024) as server:
+        code, result = run(go())
+    assert code == P.CLOSE_TOO_BIG and result.payload == offline(tiny_voice, "Fine.")
+
+
+def test_inactive_socket_is_closed_with_an_error(tiny_voice):
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "start", **START}))
+            await ws.send(json.dumps({"type": "text", "context_id": "w", "text": "Waiting for more"}))
+            ready = json.loads(await ws.recv())
+            msg = json.loads(await ws.recv())  # nothing more is sent
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            return ready, msg, ws.close_code
+
+    with running(tiny_voice, inactivity_timeout_s=0.5) as server:
+        ready, msg, code = run(go())
+    assert ready["type"] == "ready" and msg["code"] == P.INACTIVE and msg["fatal"] is True
+    assert code == P.CLOSE_INACTIVE
+
+
+def test_api_key_and_origin_checks(tiny_voice, parse_exposition):
+    async def status_of(url, **kw):
+        try:
+            async with connect(url, **kw) as ws:
+                await ws.send(json.dumps({"type": "start", **START}))
+                return json.loads(await ws.recv())["type"]
+        except InvalidStatus as e:
+            return e.response.status_code
+
+    async def go():
+        base = ws_url(server)
+        return [
+            await status_of(base),  # no key
+            await status_of(base, additional_headers={"Authorization": "Bearer wrong"}),
+            await status_of(base + "?api_key=wrong"),
+            await status_of(base, additional_headers={"Authorization": "Bearer s3cret"}),
+            await status_of(base + "?api_key=s3cret"),
+            await status_of(base + "?api_key=s3cret", origin="http://evil.example"),
+            await status_of(base + "?api_key=s3cret", origin="http://app.example"),
+            await status_of(base + "?api_key=s3cret", origin=f"http://127.0.0.1:{server.port}"),  # its own page
+            await status_of(f"ws://127.0.0.1:{server.port}/elsewhere?api_key=s3cret"),
+        ]
+
+    with running(tiny_voice, api_key="s3cret", allowed_origins=("http://app.example",)) as server:
+        statuses = run(go())
+        unauthorized_metrics = http_get(server, "/metrics")[0]
+        m = metrics(server, parse_exposition, Authorization="Bearer s3cret")
+        health = http_get(server, "/healthz")
+    assert statuses == [401, 401, 401, "ready", "ready", 403, "ready", "ready", 404]
+    # A page whose domain was DNS-rebound to this server is not "its own page"; localhost is.
+    def origin_ok(host, origin):
+        return request_origin_ok(Request("/v1/stream", Headers({"Host": host, "Origin": origin})), server.config.allowed_origins)
+
+    assert not origin_ok("evil.example:8765", "http://evil.example:8765")
+    assert origin_ok("localhost:8765", "http://localhost:8765") and origin_ok("[::1]:80", "http://[::1]:80")
+    assert not origin_ok("127.0.0.1:8765", "http://127.0.0.1:9999")
+    assert unauthorized_metrics == 401
+    assert m['voicespec_errors_total{code="unauthorized"}'] == 4 and m['voicespec_errors_total{code="forbidden_origin"}'] == 1
+    assert health[0] == 200 and json.loads(health[2])["ok"] is True  # health needs no key
+
+
+def test_http_pages_on_the_same_port(tiny_voice):
+    with running(tiny_voice) as server:
+        health = http_get(server, "/healthz")
+        page = http_get(server, "/")
+        player = http_get(server, "/player.js")
+        worklet = http_get(server, "/worklet.js")
+        missing = http_get(server, "/nope")
+        text = http_get(server, "/metrics")[2]
+    assert health[0] == 200 and health[1].startswith("application/json")
+    assert json.loads(health[2]) == {"ok": True, "voice": tiny_voice.name, "sessions": 0, "max_sessions": 16, "protocol": 1}
+    assert page[0] == 200 and page[1].startswith("text/html") and 'src="player.js"' in page[2]
+    assert player[0] == 200 and "decodeFrame" in player[2] and "javascript" in player[1]
+    assert worklet[0] == 200 and "registerProcessor" in worklet[2]
+    assert missing[0] == 404 and json.loads(missing[2])["error"] == "not_found"
+    for name in ("voicespec_active_sessions", "voicespec_ttfa_seconds_bucket", "voicespec_rtf_bucket",
+                 "voicespec_acceptance_rate_bucket", "voicespec_mean_accepted_length_bucket",
+                 "voicespec_drafted_steps_total", "voicespec_accepted_steps_total", "voicespec_client_underruns_total"):
+        assert re.search(rf"^{name}(\{{.*\}})? ", text, re.M), name
+
+
+def test_client_stats_feed_underrun_metrics(tiny_voice, parse_exposition):
+    async def go():
+        async with TTSClient(ws_url(server)) as c:
+            await c.send("stats", underruns=3, underrun_ms=120.0)
+            await c.send("stats", context_id="a", underruns=1)
+            await c.start(**START)  # a round trip: the stats messages were handled before `ready`
+
+    with running(tiny_voice) as server:
+        run(go())
+        m = metrics(server, parse_exposition)
+    assert m["voicespec_client_underruns_total"] == 4 and m["voicespec_client_underrun_seconds_total"] == pytest.approx(0.12)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def test_client_command_writes_the_file_and_reports_streaming(tiny_voice, tmp_path, capsys, parse_exposition):
+    from voicespec.cli import main
+
+    out = tmp_path / "out.wav"
+    with running(tiny_voice) as server:
+        rc = main(["client", TEXT, "-o", str(out), "--url", ws_url(server), "--sample-rate", "16000",
+                   "--prebuffer-ms", "100", "--seed", "11", "--gamma", "2", "--drafter", "draft-model",
+                   "--temperature", "0.9", "--top-k", "30", "--words-per-message", "2"])
+        m = metrics(server, parse_exposition)
+        bad = main(["client", "Hi.", "-o", str(tmp_path / "x.wav"), "--url", ws_url(server), "--voice", "nobody"])
+    assert rc == 0 and bad == 2
+    line = capsys.readouterr().out.strip().splitlines()[0]
+    assert "TTFA" in line and "underruns" in line and "max gap" in line and "acceptance" in line
+    data, rate = sf.read(str(out), dtype="int16")
+    assert rate == 16000 and data.tobytes() == offline(tiny_voice, TEXT)
+    assert "voicespec_client_underruns_total" in m  # the client reported its playout
+
+
+def test_serve_command_starts_and_answers(tiny_voice_dir):
+    proc = subprocess.Popen([sys.executable, "-m", "voicespec.cli", "serve", "--voice", str(tiny_voice_dir), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert port, line + proc.stderr.read() if proc.poll() is not None else line
+        with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/healthz", timeout=10) as r:
+            assert json.loads(r.read())["voice"] == "tiny-delay"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# ----------------------------------------------------------------------------- browser
+
+
+@pytest.mark.browser
+def test_browser_player_plays_the_stream_gap_free(tiny_voice, tmp_path, page_result):
+    """The real page in headless Chromium, driven over the DevTools protocol: it connects, plays
+    through the AudioWorklet to the end, and reports what it received and played."""
+    with running(tiny_voice) as server:
+        # A prebuffer longer than the utterance: playback starts once all audio is in, so a loaded
+        # machine cannot cause underruns, and any the worklet reports would be its own bug.
+        url = (f"http://127.0.0.1:{server.port}/?autoplay=1&seed=11&rate=16000&prebuffer=5000"
+               "&text=Hello%20there.%20Second%20one.")
+        result = asyncio.run(page_result(url, tmp_path, timeout=40))
+    assert result["errors"] == [] and result["drained"] is True
+    assert result["samples"] > 0 and result["played"] == result["samples"]
+    assert result["underruns"] == 0 and result["ttfa_ms"] > 0
+    assert result["done"]["samples"] == result["samples"]
