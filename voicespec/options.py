@@ -21,9 +21,10 @@ GAMMA_HELP = "draft length per step (an integer >= 0), or 'auto' for the adaptiv
 def parse_gamma(text: str) -> int | str:
     """γ as typed on a command line or a URL (``"4"``, ``"auto"``)."""
     try:
-        return check_gamma(text if text == "auto" else int(text))
+        value: int | str = text if text == "auto" else int(text)
     except ValueError:
-        raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {text!r}") from None
+        value = text  # not a number: check_gamma says so
+    return check_gamma(value)
 
 
 def check_sample_rate(rate: Any) -> int:

@@ -126,7 +126,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from voicespec.serve.protocol import WS_PATH
-    from voicespec.serve.server import ServerConfig, run_server
+    from voicespec.serve.config import ServerConfig
+    from voicespec.serve.server import run_server
 
     config = ServerConfig(
         host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,

@@ -28,11 +28,9 @@ from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.http import HttpFront
 from voicespec.serve.metrics import ServerMetrics
-from voicespec.serve.protocol import WS_PATH
 from voicespec.serve.scheduler import DecodeWorker, Job
 from voicespec.serve.session import Session
 
-__all__ = ["WS_PATH", "ServerConfig", "TTSServer", "run_server"]  # WS_PATH, ServerConfig: re-exported for the CLI
 
 log = logging.getLogger("voicespec.serve.server")
 
