@@ -50,9 +50,11 @@ def test_the_checker_refuses_runtime_code_that_imports_training(checker, tmp_pat
     root = _package(tmp_path, {
         "__init__.py": "", "train/__init__.py": "", "train/recipe.py": "from pkg.engine import step\n",
         "engine.py": "def step():\n    import pkg.train.recipe\n", "cli/__init__.py": "import pkg.train.recipe\n",
+        "bench/__init__.py": "", "serve.py": "from pkg.bench import x\n", "bench/x.py": "import pkg.serve\n",
     })
     problems = checker.check(root)
     assert "runtime module pkg.engine imports training module pkg.train.recipe" in problems
+    assert "runtime module pkg.serve imports bench module pkg.bench.x" in problems
     assert not any("pkg.cli" in p for p in problems)  # the composition root may
 
 

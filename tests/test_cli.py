@@ -147,7 +147,7 @@ def test_generate_engine_only_greedy_matches_plain(tiny_voice_dir, tmp_path, cap
     common = ["generate", "--model", str(tiny_voice_dir / "target"), "--text-ids", "5,6,7,8", "--temperature", "0",
               "--max-steps", "60"]
     plain, spec = tmp_path / "plain.json", tmp_path / "spec.json"
-    assert main([*common, "--no-spec", "--dump-tokens", str(plain)]) == 0
+    assert main([*common, "--no-spec", "--drafter", "draft-model", "--dump-tokens", str(plain)]) == 0  # no draft needed
     assert main([*common, "--drafter", "draft-model", "--draft-model", str(tiny_voice_dir / "drafters" / "draft-model"),
                  "--gamma", "3", "--dump-tokens", str(spec)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -161,3 +161,24 @@ def test_draft_model_needs_a_path(tmp_path, capsys):
     assert main(["generate", "--model", str(tmp_path), "--text-ids", "1", "--drafter", "draft-model"]) == 2
     assert capsys.readouterr().err.strip() == ("voicespec: error: drafter 'draft-model' needs --draft-model DIR "
                                                "(a model folder)")
+
+
+def test_a_missing_extra_or_a_bug_is_one_line(monkeypatch, capsys):
+    from voicespec.cli import commands
+
+    def missing(args):
+        raise ImportError("the judge needs PocketSphinx: pip install -e '.[eval]'")
+
+    def bug(args):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(commands, "cmd_tiny", missing)
+    assert main(["tiny", "--out", "x"]) == 2
+    assert capsys.readouterr().err.strip() == "voicespec: error: the judge needs PocketSphinx: pip install -e '.[eval]'"
+    monkeypatch.setattr(commands, "cmd_tiny", bug)
+    assert main(["tiny", "--out", "x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error (KeyError: 'oops')" in err[0] and "VOICESPEC_DEBUG" in err[0]
+    monkeypatch.setenv("VOICESPEC_DEBUG", "1")
+    with pytest.raises(KeyError):
+        main(["tiny", "--out", "x"])

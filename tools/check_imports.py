@@ -5,8 +5,9 @@ Reads the source (``ast``), so it checks every import, lazy ones inside function
 running anything; imports under ``if TYPE_CHECKING:`` (annotations only) do not count. Rules:
 
 1. The module graph has no cycle (a package's ``__init__`` counts as its own module).
-2. Runtime modules import nothing from ``voicespec.train``. Only ``voicespec.train`` itself and
-   ``voicespec.cli`` (the composition root that dispatches to the recipes) may.
+2. Runtime modules import nothing from the tools built on top of them: ``voicespec.train`` may be
+   imported only by itself and ``voicespec.cli`` (the composition root that dispatches to the
+   recipes); ``voicespec.bench`` only by itself, ``train`` and ``cli``.
 
 Usage: ``python tools/check_imports.py [PACKAGE_DIR]`` (default: the repository's ``voicespec/``);
 exit status 1 with one line per problem.
@@ -18,7 +19,8 @@ import ast
 import sys
 from pathlib import Path
 
-MAY_IMPORT_TRAIN = ("train", "cli")  # sub-packages of the root package
+# tool sub-package -> the sub-packages that may import it
+TOOLS = {"train": ("train", "cli"), "bench": ("bench", "train", "cli")}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -85,13 +87,18 @@ def check(root: Path) -> list[str]:
     graph = {module_name(f, root): imports_of(f, module_name(f, root), modules) for f in files}
     top = root.name
     problems = []
-    train = f"{top}.train"
+
+    def inside(mod: str, sub: str) -> bool:
+        return mod == f"{top}.{sub}" or mod.startswith(f"{top}.{sub}.")
+
     for mod, deps in sorted(graph.items()):
-        if any(mod == f"{top}.{p}" or mod.startswith(f"{top}.{p}.") for p in MAY_IMPORT_TRAIN):
-            continue
-        for d in sorted(deps):
-            if d == train or d.startswith(train + "."):
-                problems.append(f"runtime module {mod} imports training module {d}")
+        for tool, allowed in TOOLS.items():
+            if any(inside(mod, a) for a in allowed):
+                continue
+            for d in sorted(deps):
+                if inside(d, tool):
+                    kind = "training" if tool == "train" else tool
+                    problems.append(f"runtime module {mod} imports {kind} module {d}")
     cycle = find_cycle(graph)
     if cycle:
         problems.append("import cycle: " + " -> ".join(cycle))

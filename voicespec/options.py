@@ -6,7 +6,7 @@ Standard library only, so building the command line's parser imports no torch.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from voicespec.checks import is_int, is_number
@@ -41,11 +41,10 @@ def check_encoding(encoding: Any) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One request option: its name (a dataclass field), value type, default and help text."""
+    """One request option: its name (a dataclass field), value type and help text."""
 
     name: str
     type: type  # int or float
-    default: Any
     help: str
 
     @property
@@ -66,7 +65,7 @@ def options_of(cls: type) -> tuple[Option, ...]:
     out = []
     for f in fields(cls):
         kind = {"int": int, "float": float}[f.type if isinstance(f.type, str) else f.type.__name__]
-        out.append(Option(f.name, kind, None if f.default is MISSING else f.default, f.metadata.get("help", "")))
+        out.append(Option(f.name, kind, f.metadata.get("help", "")))
     return tuple(out)
 
 

@@ -97,7 +97,7 @@ def write_plots(result: dict[str, Any], out: Path) -> list[Path]:
         if not runs:
             continue
         worst = min(runs, key=lambda r: min(p[1] for p in r["lead"]))
-        t, lead, stalled = zip(*worst["lead"])  # (seconds, lead, stalled) per arrival: bench.playout.playout_timeline
+        t, lead, stalled = zip(*worst["lead"])  # (seconds, lead, stalled) per arrival: serve.playout.playout_timeline
         ax.plot(t, [1000 * x for x in lead], lw=1, label=m)
         under = [(a, 1000 * b) for a, b, s in worst["lead"] if s]
         if under:

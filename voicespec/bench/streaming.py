@@ -1,5 +1,5 @@
 """Streaming as a listener hears it: text → :class:`~voicespec.pipeline.synthesis.SynthesisStream` → chunk
-arrival times → a real-time player with a prebuffer (:func:`voicespec.bench.playout.playout`).
+arrival times → a real-time player with a prebuffer (:func:`voicespec.serve.playout.playout`).
 
 TTFA counts from the request (front end included) to the first audio; an underrun is the player
 running dry before the next chunk arrives.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicespec.bench.playout import LeadPoint, gaps, playout, playout_timeline
+from voicespec.serve.playout import LeadPoint, gaps, playout, playout_timeline
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.pipeline.synthesis import SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice

@@ -18,7 +18,8 @@ from voicespec.bench import cli as B
 from voicespec.cli import args as A
 from voicespec.cli.args import CliError, Parser
 from voicespec.cli import evaluate as E
-from voicespec.serve.protocol import DEFAULT_PORT, WS_PATH
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.protocol import DEFAULT_URL
 
 
 def _run(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -46,10 +47,15 @@ TRAIN_RECIPES = (
 def _add_lazy(sub, name: str, help: str, module: str, add: str, run: str, selected: bool) -> None:
     """A subcommand whose arguments live in a heavy module: imported only if it is the one chosen."""
     p = sub.add_parser(name, help=help, description=help)
+    p.set_defaults(func=_not_built)
     if selected:
         mod = importlib.import_module(module)
         getattr(mod, add)(p)
         p.set_defaults(func=getattr(mod, run))
+
+
+def _not_built(args: argparse.Namespace) -> int:
+    raise CliError("this subcommand's arguments were not built: pass the same argv to build_parser() and parse_args()")
 
 
 def _chosen(argv: Sequence[str]) -> list[str]:
@@ -94,23 +100,24 @@ def build_parser(argv: Sequence[str] = ()) -> Parser:
     A.add_decoding_args(p)
     p.set_defaults(func=_cmd("cmd_generate"))
 
+    S = ServerConfig()  # the serve flags' defaults are the config's own
     p = sub.add_parser("serve", help="WebSocket streaming server (protocol v1), /metrics, /healthz and a browser player at /")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=A.port_arg, default=DEFAULT_PORT, help=f"0 picks a free port (default {DEFAULT_PORT})")
+    p.add_argument("--host", default=S.host)
+    p.add_argument("--port", type=A.port_arg, default=S.port, help=f"0 picks a free port (default {S.port})")
     p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
     p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
-    p.add_argument("--gamma", type=A.gamma_arg, default="auto", help="default draft length, or 'auto' (default auto)")
-    p.add_argument("--max-sessions", type=A.positive(int, "max sessions"), default=16)
+    p.add_argument("--gamma", type=A.gamma_arg, default=S.gamma, help=f"default draft length, or 'auto' (default {S.gamma})")
+    p.add_argument("--max-sessions", type=A.positive(int, "max sessions"), default=S.max_sessions)
     p.add_argument("--api-key", help="require this key (Authorization: Bearer KEY or ?api_key=KEY)")
     p.add_argument("--allowed-origin", action="append", default=[], help="browser origin allowed besides this server's own page; repeatable; '*' for any")
-    p.add_argument("--max-text-chars", type=A.positive(int, "max text chars"), default=5000, help="per context")
-    p.add_argument("--max-message-bytes", type=A.positive(int, "max message bytes"), default=65536, help="larger client messages close the socket (1009)")
-    p.add_argument("--inactivity-timeout", type=A.positive(float, "inactivity timeout"), default=60.0, help="seconds before an idle socket is closed")
-    p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead"), help="pace audio to real time plus this lead (default: send as fast as made)")
+    p.add_argument("--max-text-chars", type=A.positive(int, "max text chars"), default=S.max_text_chars, help="per context")
+    p.add_argument("--max-message-bytes", type=A.positive(int, "max message bytes"), default=S.max_message_bytes, help="larger client messages close the socket (1009)")
+    p.add_argument("--inactivity-timeout", type=A.positive(float, "inactivity timeout"), default=S.inactivity_timeout_s, help="seconds before an idle socket is closed")
+    p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.set_defaults(func=_cmd("cmd_serve"))
 
     p = sub.add_parser("client", help="speak TEXT through a running server to a WAV/FLAC file; report TTFA, gaps, underruns")
-    A.add_client_args(p, f"ws://127.0.0.1:{DEFAULT_PORT}{WS_PATH}")
+    A.add_client_args(p, DEFAULT_URL)
     p.set_defaults(func=_cmd("cmd_client"))
 
     p = sub.add_parser("train", help="training recipes: teacher data, codec, ASR, durations, codec LM, draft model")
@@ -145,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         quiet_libraries()
         return args.func(args)
-    except (CliError, ValueError, FileNotFoundError, OSError) as e:  # the user's to fix: status 2
+    except (CliError, ValueError, OSError, ImportError) as e:  # the user's to fix (a missing extra too): status 2
         print(f"voicespec: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

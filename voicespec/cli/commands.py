@@ -89,7 +89,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from voicespec.lm.loading import load_step_lm
     from voicespec.pipeline.drafters import build_drafter
 
-    if args.drafter == "draft-model" and not args.draft_model:
+    if not args.no_spec and args.drafter == "draft-model" and not args.draft_model:
         raise CliError("drafter 'draft-model' needs --draft-model DIR (a model folder)")
     config = decode_config(args)
     target = load_step_lm(args.model)

@@ -1,6 +1,6 @@
 """``voicespec evaluate``: arguments, and the composition the runtime may not do itself — the
 held-out clips come from a teacher corpus, the unseen-word clips from the training side's
-teacher (:mod:`voicespec.train.vocab`), and :mod:`voicespec.eval.voice_eval` judges both."""
+teacher (:func:`voicespec.train.data.spoken_unseen_clips`), and :mod:`voicespec.eval.voice_eval` judges both."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from voicespec.cli.args import positive
+from voicespec.paths import SAMPLES_DIR
 
 
 def add_evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="JSON report")
     p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "
                                       "voice-mels.png (teacher vs codec vs generated)")
-    p.add_argument("--prompts", default="samples/prompts.txt", help="one text per line, for --samples")
+    p.add_argument("--prompts", default=str(SAMPLES_DIR / "prompts.txt"), help="one text per line, for --samples")
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

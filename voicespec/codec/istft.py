@@ -40,10 +40,10 @@ class _CausalConv(nn.Conv1d):
     Short streaming chunks take :func:`~voicespec.codec.stream.padded_conv1d`'s unfolded path."""
 
     def step(self, x: torch.Tensor, cache: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        pad = self.kernel_size[0] - 1
+        pad = (self.kernel_size[0] - 1) * self.dilation[0]
         past = x.new_zeros(x.shape[0], x.shape[1], pad) if cache is None else cache
         xp = torch.cat([past, x], dim=-1)
-        return padded_conv1d(xp, self.weight, self.bias, 1, self.groups), xp[..., xp.shape[-1] - pad:]
+        return padded_conv1d(xp, self.weight, self.bias, self.dilation[0], self.groups), xp[..., xp.shape[-1] - pad:]
 
 
 class _ConvNeXtBlock(nn.Module):

@@ -27,7 +27,8 @@ def padded_conv1d(xp: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     one matmul; depthwise: a weighted sum), with the same result."""
     k = weight.shape[-1]
     n = xp.shape[-1] - (k - 1) * dilation
-    if n > SMALL_CHUNK or groups not in (1, xp.shape[1]):
+    depthwise = groups == xp.shape[1] == weight.shape[0] and groups > 1
+    if n > SMALL_CHUNK or not (groups == 1 or depthwise):
         return F.conv1d(xp, weight, bias, dilation=dilation, groups=groups)
     cols = xp.unfold(-1, (k - 1) * dilation + 1, 1)[..., ::dilation]  # [B, C_in, n, k]
     if groups == 1:

@@ -70,7 +70,8 @@ class FixedGamma:
     gamma: int
 
     def __post_init__(self) -> None:
-        check_gamma(self.gamma)
+        if check_gamma(self.gamma) == "auto":
+            raise ValueError("FixedGamma needs an integer; 'auto' is AdaptiveGamma")
 
     def choose(self, limit: int) -> int:
         return min(self.gamma, limit)

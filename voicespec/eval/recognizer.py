@@ -36,6 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from voicespec.folders import FolderConfig, FolderModule
+from voicespec.frontend.duration import length_mask
 from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
 
 MODEL_TYPE = "voicespec_ctc_asr"
@@ -190,11 +191,6 @@ def _sinusoids(length: int, dim: int) -> torch.Tensor:
     out[:, 0::2] = torch.sin(pos * freq)
     out[:, 1::2] = torch.cos(pos * freq[: dim // 2])
     return out
-
-
-def length_mask(lengths: torch.Tensor, total: int) -> torch.Tensor:
-    """``[B, total]`` float mask: 1 at the first ``lengths[b]`` frames of row ``b``, 0 after."""
-    return (torch.arange(total)[None, :] < lengths[:, None]).float()
 
 
 def _as_pcm(pcm: torch.Tensor | np.ndarray) -> torch.Tensor:

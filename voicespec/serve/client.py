@@ -1,7 +1,7 @@
 """Python client for ``voicespec serve`` (protocol v1).
 
 :class:`TTSClient` speaks the protocol (several contexts per socket, binary or base64 audio); a
-:class:`Result` is judged by the listener model of :mod:`voicespec.bench.playout`, as the
+:class:`Result` is judged by the listener model of :mod:`voicespec.serve.playout`, as the
 benchmarks judge streams.
 """
 
@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
-from voicespec.bench.playout import gaps, playout
+from voicespec.serve.playout import gaps, playout
 from voicespec.options import SAMPLING_OPTIONS
 from voicespec.serve import protocol as P
 
-DEFAULT_URL = f"ws://127.0.0.1:{P.DEFAULT_PORT}{P.WS_PATH}"
 
 
 class ServerError(Exception):
@@ -74,7 +73,7 @@ _END = object()
 class TTSClient:
     """``async with TTSClient(url, api_key=...) as c: await c.start(sample_rate=16000); r = await c.synthesize("Hi.")``"""
 
-    def __init__(self, url: str = DEFAULT_URL, api_key: str | None = None, origin: str | None = None,
+    def __init__(self, url: str = P.DEFAULT_URL, api_key: str | None = None, origin: str | None = None,
                  open_timeout: float = 10.0) -> None:
         self.url, self.api_key, self.origin, self.open_timeout = url, api_key, origin, open_timeout
         self.ws: ClientConnection | None = None

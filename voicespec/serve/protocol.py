@@ -29,12 +29,13 @@ from typing import Any
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.controller import check_gamma
-from voicespec.options import ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate, sampling_overrides
+from voicespec.options import ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate
 
 VERSION = 1
 MAGIC = b"VS"
 WS_PATH = "/v1/stream"  # where the server accepts WebSocket connections
 DEFAULT_PORT = 8765
+DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}{WS_PATH}"  # a server on this machine with default settings
 TRANSPORTS = ("binary", "base64")
 CONTEXT_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 FLUSH_ID_MAX = 128
@@ -231,7 +232,7 @@ def _parse_start(f: dict[str, Any]) -> Start:
             raise bad(f"{name} must be > 0, got {f[name]}")
     if "latency_budget_ms" in f and f.get("gamma", "auto") != "auto":
         raise bad("latency_budget_ms drives the adaptive draft length: leave gamma out or set it to \"auto\"")
-    sampling = sampling_overrides(f)  # types were checked above; ranges when the server applies them
+    sampling = {o.name: f[o.name] for o in SAMPLING_OPTIONS if o.name in f}  # ranges: when the server applies them
     return Start(**{k: v for k, v in f.items() if k not in sampling}, sampling=sampling)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from voicespec.pipeline.synthesis import AudioChunk, Step, SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice
 
-log = logging.getLogger("voicespec.serve.server")
+log = logging.getLogger("voicespec.server")
 
 
 @dataclass(frozen=True)

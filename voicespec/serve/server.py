@@ -32,7 +32,7 @@ from voicespec.serve.scheduler import DecodeWorker, Job
 from voicespec.serve.session import Session
 
 
-log = logging.getLogger("voicespec.serve.server")
+log = logging.getLogger("voicespec.server")
 
 
 class TTSServer:

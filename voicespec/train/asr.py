@@ -26,7 +26,8 @@ import torchaudio.transforms as T
 from torch.nn import functional as F
 
 from voicespec.eval.judge import corpus_error_rates
-from voicespec.eval.recognizer import BLANK, AsrConfig, CtcAsr, length_mask, transcribe
+from voicespec.eval.recognizer import BLANK, AsrConfig, CtcAsr, transcribe
+from voicespec.frontend.duration import length_mask
 from voicespec.frontend.text import CharTokenizer
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware
 from voicespec.train.ctc_align import min_frames

@@ -73,7 +73,7 @@ Weights: Apache-2.0, like the code. Training audio: synthetic, from a voice trai
 def _architecture(cfg) -> str:
     if cfg.decoder == "istft":
         return ("Causal SEANet encoder and residual VQ from the `encodec` package's own modules, and our frame-rate "
-                "decoder (`voicespec/istft_decoder.py`: causal ConvNeXt blocks predict a short-time spectrum per "
+                "decoder (`voicespec/codec/istft.py`: causal ConvNeXt blocks predict a short-time spectrum per "
                 "frame, inverse FFT + overlap-add make the waveform).")
     return ("EnCodec architecture built from the `encodec` package's own modules (causal SEANet encoder and "
             "decoder, residual VQ).")

@@ -16,9 +16,10 @@ from voicespec.pipeline.voice import DEFAULT_VOICE, Voice, VoiceConfig
 from voicespec.eval.recognizer import load_asr
 from voicespec.train.card import DATA_NOTE
 from voicespec.train.lm import INFO_KEY
+from voicespec.folders import SHARD_BYTES
 
 DRAFT_NAME = "distilled"
-SHARD = "16MB"  # shipped weight files stay well under 20 MiB each (git-friendly)
+SHARD = SHARD_BYTES  # shipped weight files stay well under 20 MiB each (git-friendly)
 
 
 def _table(d: dict[str, Any]) -> str:
@@ -69,7 +70,7 @@ def judge_section(report: dict[str, Any]) -> str:
     rows = [f"| {names[r]} | " + " | ".join(cell(k, r) for k, _ in sets) + " |" for r in names]
     return (f"\n## Intelligibility, judged by a recognizer we did not train\n\n{report.get('judge', 'PocketSphinx')}; "
             f"sampling {json.dumps(report.get('sampling', {}))}, seed {report.get('seed')}; `voicespec evaluate` "
-            "(corpus-level rates; conventions in `voicespec/judge.py`).\n\n"
+            "(corpus-level rates; conventions in `voicespec/eval/judge.py`).\n\n"
             + "\n".join([head, "| --- |" + " --- |" * len(sets), *rows]) + "\n")
 
 

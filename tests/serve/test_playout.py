@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voicespec.bench.playout import gaps, playout, playout_timeline
+from voicespec.serve.playout import gaps, playout, playout_timeline
 
 
 def test_playout_counts_underruns_against_real_time():
