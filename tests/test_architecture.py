@@ -59,7 +59,21 @@ def test_the_checker_refuses_runtime_code_that_imports_training(checker, tmp_pat
 
 
 def test_building_the_parser_imports_no_torch():
-    code = ("import sys, json; from voicespec.cli import build_parser; build_parser(['say']); "
+    code = ("import sys, json; from voicespec.cli import build_parser; build_parser(); "
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'numpy'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout) == []
+
+
+def test_every_argument_error_is_answered_without_torch():
+    """Each subcommand (every training recipe too) rejects a bad flag before anything heavy loads."""
+    code = ("import sys, json\nfrom voicespec.cli import main\ncodes = []\n"
+            "for argv in (['say', 'x', '-o', 'a.wav', '--gamma', 'z'], ['serve', '--port', '-1'], ['client', 'x', '-o', 'a.wav', '--url', 'x'],\n"
+            "             ['evaluate', '--bogus'], ['bench', '--bogus'], ['generate', '--bogus'],\n"
+            "             *[['train', r, '--bogus'] for r in ('data', 'codec', 'asr', 'duration', 'lm', 'draft', 'ship-codec', 'ship')]):\n"
+            "    codes.append(main(argv))\n"
+            "print(json.dumps([codes, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    codes, heavy = json.loads(proc.stdout)
+    assert codes == [2] * 14 and heavy == []
+    assert len(proc.stderr.strip().splitlines()) == 14 and all(l.startswith("voicespec: error:") for l in proc.stderr.splitlines())

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from voicespec.bench.codec_rtf import decode_rtf
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+from voicespec.codec.model import Codec
 
 SMALL = CodecConfig(n_filters=8, ratios=(8, 6, 5, 2), lstm=0, pad_mode="constant", n_q=4, n_codebooks=4, dimension=32)
 

@@ -13,7 +13,9 @@ import json
 import pytest
 import torch
 
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+
+from voicespec.codec.model import Codec
 from voicespec.codec.istft import IstftDecoder, IstftStream, overlap_add
 
 ATOL = 2e-6

@@ -15,7 +15,9 @@ import torch
 from encodec import EncodecModel
 from encodec.modules import SConv1d, SEANetDecoder
 
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+
+from voicespec.codec.model import Codec
 from voicespec.codec.seanet import StreamingDecoder
 
 ATOL = 2e-6

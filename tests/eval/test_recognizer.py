@@ -9,7 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+
+from voicespec.codec.model import Codec
 from voicespec.eval.recognizer import CtcAsr, greedy_ids
 from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
 

@@ -190,7 +190,8 @@ def test_explicit_layout_overrides_a_stored_one(flat_pair):
 
 
 def test_big_folders_are_saved_in_shards_that_load_back_exactly(tmp_path):
-    from voicespec.folders import INDEX_NAME, WEIGHTS_NAME, load_weights, save_folder
+    from voicespec.folders import INDEX_NAME, WEIGHTS_NAME
+    from voicespec.weights import load_weights, save_folder
 
     module = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32), torch.nn.Linear(32, 8))
     save_folder(tmp_path, {"kind": "test"}, module, shard_bytes=20_000)

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import voicespec.train.asr as asr_recipe
-from voicespec.eval.recognizer import CtcAsr, transcribe
+from voicespec.eval.recognizer import AsrConfig, CtcAsr, transcribe
 from voicespec.frontend.text import DEFAULT_ALPHABET
-from voicespec.train.asr import ENCODERS, AsrTrainConfig, length_batches, run_asr, train_asr
+from voicespec.train.configs import ENCODERS, AsrTrainConfig
+from voicespec.train.asr import length_batches, train_asr
 
 
 def test_length_batches_cover_each_item_once_within_budget():
@@ -59,11 +60,11 @@ def test_cli_registers_train_asr(monkeypatch):
     from voicespec.cli import build_parser
 
     argv = ["train", "asr", "--data", "d", "--out", "o", "--minutes", "5"]
-    args = build_parser(argv).parse_args(argv)
-    assert args.func is run_asr and args.minutes == 5.0 and args.data == "d" and args.encoder == "gru"
+    args = build_parser().parse_args(argv)
+    assert args.minutes == 5.0 and args.data == "d" and args.encoder == "gru"  # args.func reaches run_asr: below
     assert args.max_steps == 0  # no step budget unless asked
     argv = ["train", "asr", "--data", "d", "--out", "o", "--max-steps", "40"]
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser().parse_args(argv)
     seen = []
 
     def fake_train(data, out, config, model_config, log=print):
@@ -75,6 +76,7 @@ def test_cli_registers_train_asr(monkeypatch):
         args.func(args)
     assert seen[0].max_steps == 40 and seen[0].minutes == AsrTrainConfig.minutes
     argv = ["train", "asr", "--data", "d", "--out", "o", "--encoder", "transformer"]
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser().parse_args(argv)
     assert args.encoder == "transformer"
-    assert 1e6 < CtcAsr(ENCODERS["gru"]).n_params() < 3e6 and 1e6 < CtcAsr(ENCODERS["transformer"]).n_params() < 3e6
+    assert 1e6 < CtcAsr(AsrConfig(**ENCODERS["gru"])).n_params() < 3e6
+    assert 1e6 < CtcAsr(AsrConfig(**ENCODERS["transformer"])).n_params() < 3e6

@@ -17,9 +17,11 @@ import torch
 
 from voicespec.cli import main
 from voicespec.codec.istft import IstftDecoder
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+from voicespec.codec.model import Codec
 from voicespec.train.card import ship_codec
-from voicespec.train.codec import TrainConfig, _start_from, train_codec
+from voicespec.train.configs import TrainConfig
+from voicespec.train.codec import _start_from, train_codec
 
 TINY_CODEC = CodecConfig(sample_rate=16000, n_filters=4, ratios=(4, 4, 2), dimension=8, lstm=0, pad_mode="constant",
                          n_q=2, n_codebooks=2, codebook_size=16)

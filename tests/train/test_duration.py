@@ -14,9 +14,10 @@ import torch
 
 from voicespec.frontend.duration import frame_track, load_duration
 from voicespec.frontend.text import CharTokenizer
+from voicespec.cli.train import add_duration_args
+from voicespec.train.configs import DurationTrainConfig
 from voicespec.train.duration import (
-    DurationTrainConfig, add_duration_args, char_mean_baseline, check_items, duration_errors, read_items, run_duration,
-    train_duration,
+    char_mean_baseline, check_items, duration_errors, read_items, run_duration, train_duration,
 )
 
 TOK = CharTokenizer()

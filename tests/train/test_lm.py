@@ -18,10 +18,12 @@ from voicespec.engine.drafters import ModelDrafter
 from voicespec.lm.loading import load_step_lm
 from voicespec.pipeline.tiny import TINY_CODEC
 from voicespec.eval.recognizer import AsrConfig, CtcAsr
-from voicespec.train.duration import DurationTrainConfig, read_items, train_duration
+from voicespec.train.configs import DurationTrainConfig
+from voicespec.train.duration import read_items, train_duration
 from voicespec.pipeline.synthesis import Synthesizer
 from voicespec.train import lm as lm_recipe
-from voicespec.train.lm import LMTrainConfig, default_target_config, prepare, train_draft, train_target
+from voicespec.train.configs import LMTrainConfig
+from voicespec.train.lm import default_target_config, prepare, train_draft, train_target
 from voicespec.train.ship import ship_voice
 from voicespec.pipeline.voice import Voice
 

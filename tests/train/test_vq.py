@@ -7,7 +7,9 @@ import torch
 from encodec.quantization.core_vq import EuclideanCodebook
 from encodec.quantization.core_vq import kmeans as encodec_kmeans
 
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+
+from voicespec.codec.model import Codec
 from voicespec.train.vq import FixedEuclideanCodebook, kmeans, patch_codebooks
 
 

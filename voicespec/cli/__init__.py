@@ -1,9 +1,9 @@
 """The ``voicespec`` command line. Bad arguments give one ``voicespec: error: ...`` line, exit 2.
 
-Lazy by design: building the parser imports no torch, transformers, training or bench code. Each
-command's arguments come from a light module (:mod:`.args`) or, for the training recipes, from
-the recipe's module, imported only when that recipe is the one being parsed; the work itself
-runs in :mod:`.commands`, which imports what it needs.
+Lazy by design: building the parser imports no torch or transformers. Every command's arguments
+come from light modules (:mod:`.args`, :mod:`.train`, :mod:`.evaluate`, :mod:`voicespec.bench.cli`)
+whose defaults are standard-library dataclasses; the work runs in the command's own module,
+imported when it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from voicespec.bench import cli as B
 from voicespec.cli import args as A
 from voicespec.cli.args import CliError, Parser
 from voicespec.cli import evaluate as E
+from voicespec.cli import train as T
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.protocol import DEFAULT_URL
 
@@ -33,39 +34,20 @@ def _cmd(name: str) -> Callable[[argparse.Namespace], int]:
     return _run("voicespec.cli.commands", name)
 
 
-# Training recipes (their arguments live with the recipe, imported when chosen): (name, help, module, add-arguments function, run function).
+# Training recipes: (name, help, arguments in voicespec.cli.train, recipe module, run function).
 TRAIN_RECIPES = (
-    ("data", "regenerate the teacher corpus (needs the `train` extra: piper-tts)", "voicespec.train.data", "add_data_args", "run_data"),
-    ("codec", "train (or resume) the codec on a teacher corpus", "voicespec.train.codec", "add_codec_args", "run_codec"),
-    ("asr", "train (or resume) the CTC character recognizer (alignment, CER) on a teacher corpus", "voicespec.train.asr", "add_asr_args", "run_asr"),
-    ("duration", "train the duration predictor on aligned (ids, frames) items from `train lm`", "voicespec.train.duration", "add_duration_args", "run_duration"),
-    ("lm", "prepare (encode + align) the corpus and train (or resume) the codec LM target", "voicespec.train.lm", "add_lm_args", "run_lm"),
-    ("draft", "distil a draft model from the target's first layers", "voicespec.train.lm", "add_draft_args", "run_draft"),
-    ("ship-codec", "copy an exported codec into a voice folder with its model card and samples", "voicespec.train.card", "add_ship_codec_args", "run_ship_codec"),
-    ("ship", "assemble a voice folder from finished runs, with model cards", "voicespec.train.ship", "add_ship_args", "run_ship"),
+    ("data", "regenerate the teacher corpus (needs the `train` extra: piper-tts)", "add_data_args", "voicespec.train.data", "run_data"),
+    ("codec", "train (or resume) the codec on a teacher corpus", "add_codec_args", "voicespec.train.codec", "run_codec"),
+    ("asr", "train (or resume) the CTC character recognizer (alignment, CER) on a teacher corpus", "add_asr_args", "voicespec.train.asr", "run_asr"),
+    ("duration", "train the duration predictor on aligned (ids, frames) items from `train lm`", "add_duration_args", "voicespec.train.duration", "run_duration"),
+    ("lm", "prepare (encode + align) the corpus and train (or resume) the codec LM target", "add_lm_args", "voicespec.train.lm", "run_lm"),
+    ("draft", "distil a draft model from the target's first layers", "add_draft_args", "voicespec.train.lm", "run_draft"),
+    ("ship-codec", "copy an exported codec into a voice folder with its model card and samples", "add_ship_codec_args", "voicespec.train.card", "run_ship_codec"),
+    ("ship", "assemble a voice folder from finished runs, with model cards", "add_ship_args", "voicespec.train.ship", "run_ship"),
 )
-def _add_lazy(sub, name: str, help: str, module: str, add: str, run: str, selected: bool) -> None:
-    """A subcommand whose arguments live in a heavy module: imported only if it is the one chosen."""
-    p = sub.add_parser(name, help=help, description=help)
-    p.set_defaults(func=_not_built)
-    if selected:
-        mod = importlib.import_module(module)
-        getattr(mod, add)(p)
-        p.set_defaults(func=getattr(mod, run))
 
 
-def _not_built(args: argparse.Namespace) -> int:
-    raise CliError("this subcommand's arguments were not built: pass the same argv to build_parser() and parse_args()")
-
-
-def _chosen(argv: Sequence[str]) -> list[str]:
-    """The positional words of ``argv`` (the command, then the recipe), to know what to import."""
-    return [a for a in argv if not a.startswith("-")][:2]
-
-
-def build_parser(argv: Sequence[str] = ()) -> Parser:
-    """The parser; only the heavy subcommand named in ``argv`` (if any) gets its arguments."""
-    words = _chosen(argv)
+def build_parser() -> Parser:
     parser = Parser(prog="voicespec", description="Real-time speech synthesis from codec LMs, made fast by lossless speculative decoding.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
@@ -122,8 +104,10 @@ def build_parser(argv: Sequence[str] = ()) -> Parser:
 
     p = sub.add_parser("train", help="training recipes: teacher data, codec, ASR, durations, codec LM, draft model")
     train = p.add_subparsers(dest="recipe", required=True, parser_class=Parser)
-    for name, help, module, add, run in TRAIN_RECIPES:
-        _add_lazy(train, name, help, module, add, run, selected=words == ["train", name])
+    for name, help, add, module, run in TRAIN_RECIPES:
+        t = train.add_parser(name, help=help, description=help)
+        getattr(T, add)(t)
+        t.set_defaults(func=_run(module, run))
 
     p = sub.add_parser("evaluate", help="a voice's quality: the independent judge's WER/CER on teacher, codec and "
                                         "generated speech; MCD-DTW; exactness")
@@ -147,7 +131,7 @@ def build_parser(argv: Sequence[str] = ()) -> Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser(argv).parse_args(argv)
+        args = build_parser().parse_args(argv)
         from voicespec.cli.commands import quiet_libraries
 
         quiet_libraries()

@@ -35,7 +35,8 @@ import torchaudio.transforms as T
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.folders import FolderConfig, FolderModule
+from voicespec.folders import FolderConfig
+from voicespec.weights import FolderModule
 from voicespec.frontend.duration import length_mask
 from voicespec.frontend.text import DEFAULT_ALPHABET, CharTokenizer
 

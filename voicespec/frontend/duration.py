@@ -29,7 +29,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.folders import FolderConfig, FolderModule
+from voicespec.folders import FolderConfig
+from voicespec.weights import FolderModule
 from voicespec.frontend.text import DEFAULT_ALPHABET
 
 MODEL_TYPE = "voicespec_duration"

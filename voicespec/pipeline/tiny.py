@@ -13,7 +13,9 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from voicespec.codec.model import Codec, CodecConfig
+from voicespec.codec.config import CodecConfig
+
+from voicespec.codec.model import Codec
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM, truncated_copy
 from voicespec.frontend.duration import DurationConfig, DurationModel
 from voicespec.engine.layout import FlatLayout

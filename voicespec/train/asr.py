@@ -31,6 +31,7 @@ from voicespec.frontend.duration import length_mask
 from voicespec.frontend.text import CharTokenizer
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware
 from voicespec.train.ctc_align import min_frames
+from voicespec.train.configs import ENCODERS, AsrTrainConfig
 
 
 # --- data ----------------------------------------------------------------------------------------
@@ -98,31 +99,6 @@ def _pad(utts: Sequence[Utterance]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # --- training ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AsrTrainConfig:
-    batch_seconds: float = 48.0  # padded audio per batch
-    lr: float = 1e-3
-    weight_decay: float = 1e-2
-    warmup_steps: int = 150
-    final_lr_frac: float = 0.05  # cosine over the time budget down to lr * this
-    minutes: float = 60.0  # total training wall time across resumes
-    max_steps: int = 0  # > 0: also a step budget (total steps across resumes, as ``minutes``)
-    checkpoint_every_s: float = 180.0
-    eval_every_steps: int = 250
-    log_every_steps: int = 25
-    reload_every_steps: int = 2000
-    eval_utterances: int = 64
-    freq_masks: int = 2
-    freq_mask_param: int = 15  # mel bins
-    time_masks: int = 2
-    time_mask_param: int = 10  # frames (200 ms)
-    gain_db: tuple[float, float] = (-12.0, 3.0)
-    noise_prob: float = 0.3  # white noise at 20-40 dB SNR on this fraction of utterances
-    stats_utterances: int = 64  # for the feature normalization
-    seed: int = 0
-    threads: int = 0  # 0: torch's default
-
 
 @torch.no_grad()
 def _feature_stats(model: CtcAsr, utts: Sequence[Utterance]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -242,32 +218,10 @@ def export(out_dir: Path, data_dir: Path | None = None, heldout: Sequence[Uttera
 
 # --- command line --------------------------------------------------------------------------------
 
-ENCODERS = {  # the command line's --encoder: about 2.3 M / 2.1 M parameters
-    "gru": AsrConfig(),
-    "transformer": AsrConfig(encoder="transformer", conv_channels=192, hidden=192, layers=4),
-}
-
-
-def add_asr_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
-    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported recognizer (OUT/asr)")
-    p.add_argument("--minutes", type=float, default=AsrTrainConfig.minutes, help="total training time budget")
-    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
-    p.add_argument("--batch-seconds", type=float, default=AsrTrainConfig.batch_seconds,
-                   help="padded audio seconds per batch")
-    p.add_argument("--lr", type=float, default=AsrTrainConfig.lr)
-    p.add_argument("--eval-every", type=int, default=AsrTrainConfig.eval_every_steps, help="steps between held-out CER")
-    p.add_argument("--encoder", choices=sorted(ENCODERS), default="gru",
-                   help="bidirectional GRU (default) or transformer (about 2x faster per step on CPU); "
-                        "a resumed run keeps its checkpoint's")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0)
-
-
 def run_asr(args: argparse.Namespace) -> int:
     config = AsrTrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_seconds=args.batch_seconds,
                             lr=args.lr, eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads)
-    folder = train_asr(Path(args.data), Path(args.out), config, ENCODERS[args.encoder])
+    folder = train_asr(Path(args.data), Path(args.out), config, AsrConfig(**ENCODERS[args.encoder]))
     metrics = CtcAsr.from_folder(folder).config.extra.get("heldout_metrics", {})
     print(f"exported {folder}" + (f" (held-out CER {metrics['cer']:.3f})" if "cer" in metrics else ""))
     return 0

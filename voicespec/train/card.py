@@ -126,14 +126,6 @@ def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, co
     return dest
 
 
-def add_ship_codec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--codec", required=True, help="exported codec folder (RUN/codec)")
-    p.add_argument("--data", required=True, help="the teacher corpus it was trained on (held-out samples, hours)")
-    p.add_argument("--dest", required=True, help="destination codec folder (models/voicespec-tiny/codec)")
-    p.add_argument("--samples", default="samples", help="folder for the teacher/resynthesis WAVs and mel PNG")
-    p.add_argument("--command", required=True, help="the command(s) that trained it, for the model card")
-
-
 def run_ship_codec(args: argparse.Namespace) -> int:
     dest = ship_codec(Path(args.codec), Path(args.data), Path(args.dest), Path(args.samples), args.command)
     print(f"shipped codec {dest}")

@@ -22,7 +22,7 @@ import argparse
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import soundfile as sf
@@ -32,33 +32,10 @@ import torchaudio.transforms as T
 from torch.nn import functional as F
 
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware
-from voicespec.codec.model import DECODERS, Codec, CodecConfig, build_encodec
+from voicespec.codec.config import CodecConfig
+from voicespec.codec.model import Codec, build_encodec
 from voicespec.train.vq import patch_codebooks
-
-DEFAULT_CODEC = CodecConfig(
-    sample_rate=16000, n_filters=16, ratios=(8, 5, 4, 2), dimension=64, lstm=0, pad_mode="constant",
-    n_q=4, n_codebooks=4, codebook_size=1024,
-)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    segment_s: float = 1.0
-    batch_size: int = 8
-    lr: float = 5e-4
-    minutes: float = 60.0  # total training wall time across resumes
-    max_steps: int = 0  # > 0: also a step budget (total steps across resumes, as ``minutes``)
-    checkpoint_every_s: float = 180.0
-    eval_every_steps: int = 500
-    reload_every_steps: int = 1000
-    eval_clips: int = 24
-    seed: int = 0
-    threads: int = 0  # 0: torch's default
-    decoder_only: bool = False  # freeze encoder + quantizer: the codes (and any LM trained on them) stay valid
-    warmup_steps: int = 200
-    final_lr_frac: float = 0.1
-    device: str = "auto"  # see ``train.common.pick_device``
-
+from voicespec.train.configs import DEFAULT_CODEC, TrainConfig
 
 class MelLoss(torch.nn.Module):
     """Multi-scale log-mel L1 plus multi-resolution STFT loss (SC + log-magnitude L1)."""
@@ -300,29 +277,6 @@ def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tens
     codec = Codec(model, replace(codec_config, extra=extra))
     codec.save(out_dir / "codec")
     return out_dir / "codec"
-
-
-def add_codec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
-    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported codec")
-    p.add_argument("--minutes", type=float, default=TrainConfig.minutes, help="total training time budget")
-    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
-    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
-    p.add_argument("--segment-s", type=float, default=TrainConfig.segment_s)
-    p.add_argument("--eval-every", type=int, default=TrainConfig.eval_every_steps)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--init-from", help="start from an exported codec folder (weights + step/time counts)")
-    p.add_argument("--decoder-only", action="store_true",
-                   help="train only the decoder: every code stays the same, so an LM trained on them stays valid")
-    p.add_argument("--decoder", choices=DECODERS,
-                   help="decoder architecture (default: the --init-from codec's, else seanet); with --init-from "
-                        "a different one starts fresh on the start's encoder and quantizer")
-    p.add_argument("--decoder-dim", type=int, default=CodecConfig.decoder_dim, help="istft decoder width")
-    p.add_argument("--decoder-layers", type=int, default=CodecConfig.decoder_layers, help="istft decoder blocks")
-    p.add_argument("--filters", type=int, default=DEFAULT_CODEC.n_filters,
-                   help="SEANet encoder width (n_filters) of a new codec; the encoder runs only to encode audio")
-    p.add_argument("--lr", type=float, default=TrainConfig.lr)
-    p.add_argument("--device", default=TrainConfig.device, help="auto (the GPU if there is one), cpu, cuda, cuda:1, ...")
 
 
 def run_codec(args: argparse.Namespace) -> int:

@@ -41,9 +41,9 @@ import numpy as np
 
 from voicespec.audio import atomic_open, write_audio_atomic
 from voicespec.train.corpus import CORPUS_VERSION, iter_sentences
+from voicespec.train.configs import DEFAULT_HELDOUT_MOD
 
 FORMAT = 1
-DEFAULT_HELDOUT_MOD = 50
 VOICE_NAME = "en_US-joe-medium"
 VOLUME = 0.9  # Piper peak-normalizes each sentence; this leaves headroom for resampling overshoot
 
@@ -332,17 +332,6 @@ def build_teacher_corpus(out_dir: str | Path, hours: float, sample_rate: int = 2
 
 
 # --- command line ------------------------------------------------------------------------------
-
-def add_data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="corpus folder (made or resumed)")
-    p.add_argument("--hours", type=float, required=True, help="stop once this much audio exists")
-    p.add_argument("--sample-rate", type=int, default=24000, help="output rate, the codec's (default 24000)")
-    p.add_argument("--seed", type=int, default=0, help="sentence and teacher-noise seed (default 0)")
-    p.add_argument("--heldout-mod", type=int, default=DEFAULT_HELDOUT_MOD,
-                   help=f"hold out ids with crc32(id) %% N == 0 (default {DEFAULT_HELDOUT_MOD}, about 2%%)")
-    p.add_argument("--threads", type=int, help="onnxruntime threads for the teacher (default: all cores)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
 
 def run_data(args: argparse.Namespace) -> int:
     try:

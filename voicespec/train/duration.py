@@ -16,7 +16,7 @@ import json
 import random
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,6 +26,7 @@ from voicespec.frontend.duration import (
     DurationConfig, DurationModel, cumulative_round, length_mask, non_negative_ints,
 )
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware
+from voicespec.train.configs import DurationTrainConfig
 
 Item = tuple[list[int], list[int]]  # (tokenizer ids, frames per id)
 
@@ -119,22 +120,6 @@ def evaluate_duration(model: DurationModel, items: Sequence[Item],
 
 
 # --- training ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DurationTrainConfig:
-    batch_size: int = 16  # utterances
-    lr: float = 2e-3
-    weight_decay: float = 1e-2
-    warmup_steps: int = 50
-    final_lr_frac: float = 0.05  # cosine over the time budget down to lr * this
-    minutes: float = 3.0  # total training wall time across resumes
-    max_steps: int = 0  # 0: no limit (the time budget alone stops training)
-    checkpoint_every_s: float = 60.0
-    eval_every_steps: int = 200
-    log_every_steps: int = 50
-    seed: int = 0
-    threads: int = 0  # 0: torch's default
-
 
 def _epoch(lengths: Sequence[int], batch_size: int, rng: random.Random) -> list[list[int]]:
     """Batches of indices of similar length (less padding), in random order."""
@@ -231,18 +216,6 @@ def read_items(path: str | Path) -> tuple[list[Item], list[Item]]:
             raise ValueError(f"{path}:{n}: split must be 'train' or 'heldout', got {split!r}")
         (train if split == "train" else heldout).append(item)
     return train, heldout
-
-
-def add_duration_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--items", required=True,
-                   help='JSONL, one utterance a line: {"ids": [...], "durations": [...], "split": "train"|"heldout"}')
-    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported predictor (OUT/duration)")
-    p.add_argument("--minutes", type=float, default=DurationTrainConfig.minutes, help="total training time budget")
-    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--units", type=int, default=0,
-                   help="ids are 1..N of a unit tokenizer (a phoneme voice's vocab_size - 1); 0: the default alphabet")
 
 
 def run_duration(args: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ from voicespec.eval.recognizer import load_asr
 from voicespec.train.asr import length_batches, load_utterances
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, pick_device, save_atomic
 from voicespec.train.ctc_align import align
+from voicespec.train.configs import LMTrainConfig
 
 INFO_KEY = "voicespec_info"
 
@@ -274,24 +275,6 @@ def default_target_config(codec: Codec, text_vocab: int, **kw: Any) -> CodecLMCo
     return CodecLMConfig(**base)
 
 
-@dataclass(frozen=True)
-class LMTrainConfig:
-    batch_steps: int = 3000  # padded steps (frames) per batch
-    lr: float = 1.5e-3
-    weight_decay: float = 0.1
-    dropout: float = 0.1  # on the input embeddings
-    warmup_steps: int = 100
-    final_lr_frac: float = 0.05
-    minutes: float = 45.0  # total training wall time across resumes
-    max_steps: int = 0  # > 0: also a step budget (a fast machine would otherwise overfit the corpus)
-    checkpoint_every_s: float = 180.0
-    eval_every_steps: int = 200
-    log_every_steps: int = 25
-    seed: int = 0
-    threads: int = 0  # 0: torch's default
-    device: str = "auto"  # see ``train.common.pick_device``
-
-
 # --- training ------------------------------------------------------------------------------------
 
 class _Run(TrainingRun):
@@ -449,35 +432,10 @@ def train_draft(run_dir: Path, target_dir: Path, out_dir: Path, n_layers: int = 
 
 # --- command line --------------------------------------------------------------------------------
 
-def _budget_args(p: argparse.ArgumentParser, minutes: float) -> None:
-    p.add_argument("--minutes", type=float, default=minutes, help="total training time budget (across resumes)")
-    p.add_argument("--batch-steps", type=int, default=LMTrainConfig.batch_steps, help="padded frames per batch")
-    p.add_argument("--lr", type=float, default=LMTrainConfig.lr)
-    p.add_argument("--eval-every", type=int, default=LMTrainConfig.eval_every_steps)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--dropout", type=float, default=LMTrainConfig.dropout, help="dropout on the input embeddings")
-    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
-    p.add_argument("--device", default=LMTrainConfig.device, help="auto (the GPU if there is one), cpu, cuda, ...")
-
-
 def _train_config(args: argparse.Namespace) -> LMTrainConfig:
     return LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr,
                          eval_every_steps=args.eval_every, seed=args.seed, threads=args.threads,
                          max_steps=args.max_steps, device=args.device, dropout=args.dropout)
-
-
-def add_lm_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
-    p.add_argument("--codec", required=True, help="codec folder whose codes the LM speaks")
-    p.add_argument("--asr", help="character units: CTC recognizer folder for forced alignment (`voicespec train asr`); "
-                                 "default: phoneme units, durations from the teacher's own alignment")
-    p.add_argument("--layout", choices=("coarse", "delay"), default="coarse",
-                   help="coarse: the LM predicts codebook 0, a fine stage the rest (default); delay: MusicGen delays")
-    p.add_argument("--out", required=True, help="run folder: prepared data, checkpoint, metrics, OUT/target")
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--hidden", type=int, default=256)
-    _budget_args(p, LMTrainConfig.minutes)
 
 
 def run_lm(args: argparse.Namespace) -> int:
@@ -489,14 +447,6 @@ def run_lm(args: argparse.Namespace) -> int:
     folder = train_target(Path(args.data), Path(args.codec), asr, Path(args.out), _train_config(args), model_config)
     print(f"exported {folder}")
     return 0
-
-
-def add_draft_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run", required=True, help="the target's run folder (its prepared.pt is the training data)")
-    p.add_argument("--target", required=True, help="target LM folder to distil from")
-    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, OUT/draft")
-    p.add_argument("--layers", type=int, default=1, help="target layers the draft keeps")
-    _budget_args(p, 15.0)
 
 
 def run_draft(args: argparse.Namespace) -> int:

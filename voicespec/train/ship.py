@@ -17,8 +17,8 @@ from voicespec.eval.recognizer import load_asr
 from voicespec.train.card import DATA_NOTE
 from voicespec.train.lm import INFO_KEY
 from voicespec.folders import SHARD_BYTES
+from voicespec.train.configs import DRAFT_NAME
 
-DRAFT_NAME = "distilled"
 SHARD = SHARD_BYTES  # shipped weight files stay well under 20 MiB each (git-friendly)
 
 
@@ -131,23 +131,6 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
     Voice.write_config(dest, config)
     Voice.load(dest)  # the parts must fit together
     return dest
-
-
-def add_ship_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", required=True, help="exported target folder (RUN/target)")
-    p.add_argument("--draft", required=True, help="exported draft folder (RUN/draft)")
-    p.add_argument("--duration", required=True, help="exported duration folder (RUN/duration)")
-    p.add_argument("--asr", required=True, help="exported recognizer folder (RUN/asr)")
-    p.add_argument("--dest", required=True, help="voice folder holding codec/ already (models/voicespec-tiny)")
-    p.add_argument("--commands", required=True, help="JSON: the command that trained each part (lm, draft, duration, asr)")
-    p.add_argument("--sampling", default='{"temperature": 0.8, "top_k": 50}', help="JSON SamplingConfig defaults")
-    p.add_argument("--ngram", default="{}", help="JSON NGramDrafter settings")
-    p.add_argument("--info", default="{}", help="JSON provenance/metrics for voice.json")
-    p.add_argument("--codec-chunk-frames", type=int, default=1,
-                   help="frames the codec decodes together when streaming (see `voicespec bench`)")
-    p.add_argument("--evaluation", help="a `voicespec evaluate` report: its judge table goes into the target's card")
-    p.add_argument("--default-drafter", default=DRAFT_NAME,
-                   help=f"the voice's default drafter: none, ngram or {DRAFT_NAME} (pick what `voicespec bench` measures fastest)")
 
 
 def run_ship(args: argparse.Namespace) -> int:

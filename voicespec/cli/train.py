@@ -1,0 +1,133 @@
+"""The training recipes' arguments. Their defaults come from :mod:`voicespec.train.configs`
+(standard library only), so a recipe's ``--help`` and its argument errors need no torch; the
+recipe itself (``run_*`` in its module) is imported when it runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from voicespec.codec.config import DECODERS, CodecConfig
+from voicespec.train.configs import (
+    DEFAULT_CODEC, DEFAULT_HELDOUT_MOD, DRAFT_NAME, ENCODERS, AsrTrainConfig, DurationTrainConfig, LMTrainConfig,
+    TrainConfig,
+)
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="corpus folder (made or resumed)")
+    p.add_argument("--hours", type=float, required=True, help="stop once this much audio exists")
+    p.add_argument("--sample-rate", type=int, default=24000, help="output rate, the codec's (default 24000)")
+    p.add_argument("--seed", type=int, default=0, help="sentence and teacher-noise seed (default 0)")
+    p.add_argument("--heldout-mod", type=int, default=DEFAULT_HELDOUT_MOD,
+                   help=f"hold out ids with crc32(id) %% N == 0 (default {DEFAULT_HELDOUT_MOD}, about 2%%)")
+    p.add_argument("--threads", type=int, help="onnxruntime threads for the teacher (default: all cores)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_codec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
+    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported codec")
+    p.add_argument("--minutes", type=float, default=TrainConfig.minutes, help="total training time budget")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
+    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    p.add_argument("--segment-s", type=float, default=TrainConfig.segment_s)
+    p.add_argument("--eval-every", type=int, default=TrainConfig.eval_every_steps)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--init-from", help="start from an exported codec folder (weights + step/time counts)")
+    p.add_argument("--decoder-only", action="store_true",
+                   help="train only the decoder: every code stays the same, so an LM trained on them stays valid")
+    p.add_argument("--decoder", choices=DECODERS,
+                   help="decoder architecture (default: the --init-from codec's, else seanet); with --init-from "
+                        "a different one starts fresh on the start's encoder and quantizer")
+    p.add_argument("--decoder-dim", type=int, default=CodecConfig.decoder_dim, help="istft decoder width")
+    p.add_argument("--decoder-layers", type=int, default=CodecConfig.decoder_layers, help="istft decoder blocks")
+    p.add_argument("--filters", type=int, default=DEFAULT_CODEC.n_filters,
+                   help="SEANet encoder width (n_filters) of a new codec; the encoder runs only to encode audio")
+    p.add_argument("--lr", type=float, default=TrainConfig.lr)
+    p.add_argument("--device", default=TrainConfig.device, help="auto (the GPU if there is one), cpu, cuda, cuda:1, ...")
+
+
+def add_asr_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
+    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported recognizer (OUT/asr)")
+    p.add_argument("--minutes", type=float, default=AsrTrainConfig.minutes, help="total training time budget")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
+    p.add_argument("--batch-seconds", type=float, default=AsrTrainConfig.batch_seconds,
+                   help="padded audio seconds per batch")
+    p.add_argument("--lr", type=float, default=AsrTrainConfig.lr)
+    p.add_argument("--eval-every", type=int, default=AsrTrainConfig.eval_every_steps, help="steps between held-out CER")
+    p.add_argument("--encoder", choices=sorted(ENCODERS), default="gru",
+                   help="bidirectional GRU (default) or transformer (about 2x faster per step on CPU); "
+                        "a resumed run keeps its checkpoint's")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+
+
+def add_duration_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--items", required=True,
+                   help='JSONL, one utterance a line: {"ids": [...], "durations": [...], "split": "train"|"heldout"}')
+    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, exported predictor (OUT/duration)")
+    p.add_argument("--minutes", type=float, default=DurationTrainConfig.minutes, help="total training time budget")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--units", type=int, default=0,
+                   help="ids are 1..N of a unit tokenizer (a phoneme voice's vocab_size - 1); 0: the default alphabet")
+
+
+def _budget_args(p: argparse.ArgumentParser, minutes: float) -> None:
+    p.add_argument("--minutes", type=float, default=minutes, help="total training time budget (across resumes)")
+    p.add_argument("--batch-steps", type=int, default=LMTrainConfig.batch_steps, help="padded frames per batch")
+    p.add_argument("--lr", type=float, default=LMTrainConfig.lr)
+    p.add_argument("--eval-every", type=int, default=LMTrainConfig.eval_every_steps)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--dropout", type=float, default=LMTrainConfig.dropout, help="dropout on the input embeddings")
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
+    p.add_argument("--device", default=LMTrainConfig.device, help="auto (the GPU if there is one), cpu, cuda, ...")
+
+
+def add_lm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="teacher corpus folder (from `voicespec train data`)")
+    p.add_argument("--codec", required=True, help="codec folder whose codes the LM speaks")
+    p.add_argument("--asr", help="character units: CTC recognizer folder for forced alignment (`voicespec train asr`); "
+                                 "default: phoneme units, durations from the teacher's own alignment")
+    p.add_argument("--layout", choices=("coarse", "delay"), default="coarse",
+                   help="coarse: the LM predicts codebook 0, a fine stage the rest (default); delay: MusicGen delays")
+    p.add_argument("--out", required=True, help="run folder: prepared data, checkpoint, metrics, OUT/target")
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--hidden", type=int, default=256)
+    _budget_args(p, LMTrainConfig.minutes)
+
+
+def add_draft_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="the target's run folder (its prepared.pt is the training data)")
+    p.add_argument("--target", required=True, help="target LM folder to distil from")
+    p.add_argument("--out", required=True, help="run folder: checkpoint, metrics, OUT/draft")
+    p.add_argument("--layers", type=int, default=1, help="target layers the draft keeps")
+    _budget_args(p, 15.0)
+
+
+def add_ship_codec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--codec", required=True, help="exported codec folder (RUN/codec)")
+    p.add_argument("--data", required=True, help="the teacher corpus it was trained on (held-out samples, hours)")
+    p.add_argument("--dest", required=True, help="destination codec folder (models/voicespec-tiny/codec)")
+    p.add_argument("--samples", default="samples", help="folder for the teacher/resynthesis WAVs and mel PNG")
+    p.add_argument("--command", required=True, help="the command(s) that trained it, for the model card")
+
+
+def add_ship_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", required=True, help="exported target folder (RUN/target)")
+    p.add_argument("--draft", required=True, help="exported draft folder (RUN/draft)")
+    p.add_argument("--duration", required=True, help="exported duration folder (RUN/duration)")
+    p.add_argument("--asr", required=True, help="exported recognizer folder (RUN/asr)")
+    p.add_argument("--dest", required=True, help="voice folder holding codec/ already (models/voicespec-tiny)")
+    p.add_argument("--commands", required=True, help="JSON: the command that trained each part (lm, draft, duration, asr)")
+    p.add_argument("--sampling", default='{"temperature": 0.8, "top_k": 50}', help="JSON SamplingConfig defaults")
+    p.add_argument("--ngram", default="{}", help="JSON NGramDrafter settings")
+    p.add_argument("--info", default="{}", help="JSON provenance/metrics for voice.json")
+    p.add_argument("--codec-chunk-frames", type=int, default=1,
+                   help="frames the codec decodes together when streaming (see `voicespec bench`)")
+    p.add_argument("--evaluation", help="a `voicespec evaluate` report: its judge table goes into the target's card")
+    p.add_argument("--default-drafter", default=DRAFT_NAME,
+                   help=f"the voice's default drafter: none, ngram or {DRAFT_NAME} (pick what `voicespec bench` measures fastest)")
