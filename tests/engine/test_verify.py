@@ -8,6 +8,8 @@ from collections import Counter
 
 import pytest
 import torch
+
+from voicespec.engine.kv_cache import KVCache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -221,6 +223,10 @@ def _models(kind: str):
 
 
 def _kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer, the cached keys and values ``[1, H, positions, D]`` (what a row really holds)."""
+    if isinstance(cache, KVCache):
+        n = cache.lengths[0]
+        return [(cache.k[i, :1, :, :n], cache.v[i, :1, :, :n]) for i in range(cache.k.shape[0])]
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 

@@ -3,16 +3,18 @@
 Cache convention (as in gpt-fast): a session's cache holds every committed step except the last,
 which is *pending*: the next forward feeds it together with the drafts, so one pass yields the
 target's distribution at every draft position plus the bonus position. Rolling back a rejected
-draft is ``truncate(n)`` — a crop of the transformers ``DynamicCache``.
+draft is ``truncate(n)``: a row length moved back in a position-addressed
+:class:`~voicespec.engine.kv_cache.KVCache`, or a crop of a transformers ``DynamicCache``.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from voicespec.engine.kv_cache import KVCache
 from voicespec.engine.layout import Prompt, TokenLayout
 
 
@@ -25,13 +27,23 @@ class StepLM(Protocol):
 
 
 class LMSession:
-    """One request's KV cache over a model. Subclasses define how steps become model inputs."""
+    """One request's KV cache over a model. Subclasses define how steps become model inputs.
 
-    def __init__(self, model: PreTrainedModel, prefix: int = 0) -> None:
+    ``stack``: a plain-torch forward over a position-addressed cache (``new_cache()`` and
+    ``forward(embeds, cache, rows)``, e.g. :class:`voicespec.lm.llama.LlamaStack`); the session
+    owns row 0 of its cache and rolls back by moving that row's length. Without one, the model's
+    own ``transformers`` forward over a ``DynamicCache`` (any architecture)."""
+
+    def __init__(self, model: PreTrainedModel, prefix: int = 0, stack: Any = None) -> None:
         self.model = model
-        self.cache = DynamicCache(config=model.config)
+        self.stack = stack
+        self.cache: KVCache | DynamicCache = stack.new_cache() if stack is not None else DynamicCache(config=model.config)
         self.prefix = prefix  # cached positions that are not steps (a text prefix)
         self.length = 0  # cached steps
+
+    def append(self, embeds: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``[1, T, D]`` of ``embeds [1, T, D]`` appended to this session's row."""
+        return self.stack.forward(embeds, self.cache, [0])
 
     def _logits(self, steps: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -46,5 +58,8 @@ class LMSession:
     def truncate(self, length: int) -> None:
         """Roll the cache back to its first ``length`` steps."""
         if length < self.length:
-            self.cache.crop(length - self.length)
+            if isinstance(self.cache, KVCache):
+                self.cache.truncate(0, self.prefix + length)
+            else:
+                self.cache.crop(length - self.length)
             self.length = length

@@ -26,6 +26,7 @@ from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, Pretrai
 
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout, Prompt
 from voicespec.engine.step_lm import LMSession
+from voicespec.lm.llama import LlamaStack
 
 
 class CodecLMConfig(PretrainedConfig):
@@ -247,8 +248,9 @@ class CodecLMSession(LMSession):
     """A session over a :class:`CodecLM`; an aligned one feeds track row ``position - offset``
     with every step (``offset`` = prompt steps before the start step), END beyond the track."""
 
-    def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0) -> None:
-        super().__init__(model, prefix)
+    def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0,
+                 stack: LlamaStack | None = None) -> None:
+        super().__init__(model, prefix, stack)
         self.hidden: torch.Tensor | None = None  # [T, D] of the last forward (coarse-first only)
         self._prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
@@ -264,7 +266,11 @@ class CodecLMSession(LMSession):
 
     def _logits(self, steps: torch.Tensor) -> torch.Tensor:
         track = self.track_rows(self.length, steps.shape[0])
-        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
+        if self.stack is not None:
+            h = self.append(self.model.embed(None, steps.unsqueeze(0), track))
+            logits = self.model.heads(h).view(*h.shape[:2], self.model.n_codebooks, self.model.head_vocab)
+        else:
+            logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
         if self.model.fine is not None:
             self.hidden = h[0]
         return logits[0]
@@ -280,11 +286,14 @@ class CodecLMSession(LMSession):
 
 
 class CodecStepLM:
-    """The engine's view of a :class:`CodecLM`: delay/parallel layout, K tokens per step."""
+    """The engine's view of a :class:`CodecLM`: its layout, and sessions over a position-addressed
+    cache with the plain-torch backbone forward (``static=False``: the ``transformers`` forward
+    over a ``DynamicCache``, the oracle the tests compare with)."""
 
-    def __init__(self, model: CodecLM) -> None:
+    def __init__(self, model: CodecLM, static: bool = True) -> None:
         self.model = model.eval()
         self.layout = model.config.layout
+        self.stack = LlamaStack(model.backbone) if static else None
 
     def start(self, prompt: Prompt) -> CodecLMSession:
         if self.model.aligned and prompt.track is None:
@@ -292,12 +301,15 @@ class CodecStepLM:
         if not self.model.aligned and prompt.track is not None:
             raise ValueError("this codec LM takes no frame-aligned track")
         track = None if prompt.track is None else torch.as_tensor(prompt.track, dtype=torch.long)
-        session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1)
+        session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1, stack=self.stack)
         context = prompt.steps[:-1]
         if session.prefix or context.shape[0]:
             with torch.inference_mode():
                 text, codes = prompt.text.unsqueeze(0), context.unsqueeze(0)
                 rows = session.track_rows(0, context.shape[0])
-                self.model(text_ids=text, codes=codes, track=rows, cache=session.cache, use_cache=True)
+                if self.stack is not None:
+                    session.append(self.model.embed(text, codes, rows))
+                else:
+                    self.model(text_ids=text, codes=codes, track=rows, cache=session.cache, use_cache=True)
             session.length = context.shape[0]
         return session

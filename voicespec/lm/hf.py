@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import LogitsProcessor, PreTrainedModel
+from transformers import LlamaModel, LogitsProcessor, PreTrainedModel
 
 from voicespec.engine.layout import FlatLayout, Prompt
 from voicespec.engine.step_lm import LMSession
+from voicespec.lm.llama import LlamaStack
 
 
 class LayoutMaskProcessor(LogitsProcessor):
@@ -44,24 +45,31 @@ class LayoutMaskProcessor(LogitsProcessor):
 
 class HFSession(LMSession):
     def _logits(self, steps: torch.Tensor) -> torch.Tensor:
+        if self.stack is not None:
+            h = self.append(self.model.get_input_embeddings()(steps.T))
+            return self.model.get_output_embeddings()(h)[0].unsqueeze(1)
         out = self.model(input_ids=steps.T, cache=self.cache, use_cache=True)
         return out.logits[0].unsqueeze(1)
 
 
 class HFCausalLM:
-    """Any ``transformers`` causal LM decoded in the flat layout (one token per step)."""
+    """Any ``transformers`` causal LM decoded in the flat layout (one token per step). A Llama-family
+    model (``model.model`` a ``LlamaModel``, untied or tied heads alike) runs the plain-torch forward
+    over a position-addressed cache unless ``static=False``; any other, its own forward."""
 
-    def __init__(self, model: PreTrainedModel, layout: FlatLayout) -> None:
+    def __init__(self, model: PreTrainedModel, layout: FlatLayout, static: bool = True) -> None:
         vocab = model.get_output_embeddings().weight.shape[0]
         if layout.vocab_size != vocab:
             raise ValueError(f"layout vocab_size {layout.vocab_size} != model vocabulary {vocab}")
         self.model = model.eval()
         self.layout = layout
+        backbone = getattr(model, "model", None)
+        self.stack = LlamaStack(backbone) if static and isinstance(backbone, LlamaModel) else None
 
     def start(self, prompt: Prompt) -> HFSession:
         if prompt.text.numel():
             raise ValueError("flat layouts take their text ids as prompt steps, not as a prefix")
-        session = HFSession(self.model)
+        session = HFSession(self.model, stack=self.stack)
         if prompt.steps.shape[0] > 1:
             session.forward(prompt.steps[:-1])
         return session
