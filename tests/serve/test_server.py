@@ -44,10 +44,11 @@ START = {"sample_rate": 16000, "seed": 11, "gamma": 2, "drafter": "draft-model",
 
 
 @contextmanager
-def running(voice, **overrides):
-    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread; yields the server."""
+def running(lent, **overrides):
+    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread, serving the voice ``lent``
+    (None: the one ``overrides["voice"]`` names, loaded by the server); yields the server."""
     config = ServerConfig(**{"port": 0, "max_steps": MAX_STEPS, "ping_interval_s": None, **overrides})
-    server = TTSServer(config, voice)
+    server = TTSServer(config, lent)
     loop = asyncio.new_event_loop()
     started, failure = threading.Event(), []
     stop: list[asyncio.Event] = []
@@ -568,6 +569,28 @@ def test_client_command_writes_the_file_and_reports_streaming(tiny_voice, tmp_pa
     data, rate = sf.read(str(out), dtype="int16")
     assert rate == 16000 and data.tobytes() == offline(tiny_voice, TEXT)
     assert "voicespec_client_underruns_total" in m  # the client reported its playout
+
+
+def test_a_repeated_text_is_replayed_from_the_frame_cache(tiny_voice, tiny_voice_dir, parse_exposition):
+    """A server that loads its own voice gets a frame cache: the second request for a text sends the
+    same bytes without decoding, and /metrics counts the hits."""
+    expected = offline(tiny_voice, TEXT)
+
+    async def go():
+        out = []
+        for _ in range(2):
+            async with TTSClient(ws_url(server)) as c:
+                await c.start(**START)
+                out.append(await c.synthesize(TEXT))
+        return out
+
+    with running(None, voice=str(tiny_voice_dir), frame_cache_mb=1) as server:
+        first, second = run(go())
+        m = metrics(server, parse_exposition)
+    assert first.payload == expected and second.payload == expected
+    assert first.stats["target_passes"] > 0 and second.stats["target_passes"] == 0
+    assert m["voicespec_frame_cache_hits_total"] == 2 and m["voicespec_frame_cache_misses_total"] == 2
+    assert m["voicespec_frame_cache_bytes"] > 0
 
 
 def test_serve_command_starts_and_answers(tiny_voice_dir):

@@ -95,6 +95,8 @@ def build_parser() -> Parser:
     p.add_argument("--max-text-chars", type=A.positive(int, "max text chars"), default=S.max_text_chars, help="per context")
     p.add_argument("--max-message-bytes", type=A.positive(int, "max message bytes"), default=S.max_message_bytes, help="larger client messages close the socket (1009)")
     p.add_argument("--inactivity-timeout", type=A.positive(float, "inactivity timeout"), default=S.inactivity_timeout_s, help="seconds before an idle socket is closed")
+    p.add_argument("--frame-cache-mb", type=A.positive(float, "frame cache MB", allow_zero=True), default=S.frame_cache_mb,
+                   help=f"replay repeated sentences from a cache of their decoded frames this big; 0: off (default {S.frame_cache_mb:g})")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.set_defaults(func=_cmd("cmd_serve"))
 

@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,
         max_sessions=args.max_sessions, api_key=args.api_key, allowed_origins=tuple(args.allowed_origin),
         max_text_chars=args.max_text_chars, max_message_bytes=args.max_message_bytes,
-        inactivity_timeout_s=args.inactivity_timeout, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+        inactivity_timeout_s=args.inactivity_timeout, frame_cache_mb=args.frame_cache_mb, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
     )
 
     def ready(server) -> None:

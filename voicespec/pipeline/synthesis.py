@@ -21,6 +21,7 @@ from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.layout import Prompt
 from voicespec.engine.stats import DecodeStats
 from voicespec.options import check_sample_rate
+from voicespec.pipeline.frame_cache import frame_key
 from voicespec.pipeline.voice import Voice
 
 
@@ -64,6 +65,7 @@ class SynthesisStats:
     resample_s: float = 0.0
     wall_s: float = 0.0
     ttfa_s: float | None = None  # wall time to the first non-empty PCM chunk
+    cached_sentences: int = 0  # replayed from the voice's frame cache, not decoded
     decode: DecodeStats = field(default_factory=DecodeStats)
 
     @property
@@ -105,8 +107,8 @@ class SynthesisStream:
         self.voice = voice
         self.options = options
         self.sentences = voice.frontend.sentences(text)  # raises TextError before any work
-        drafter = voice.drafter(options.drafter or voice.config.default_drafter)
-        self.decoder = SpecDecoder(voice.target, drafter, options.decode)
+        self.drafter_name = options.drafter or voice.config.default_drafter
+        self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode)
         self.stats = SynthesisStats(sample_rate=options.sample_rate or voice.codec.sample_rate)
         self.stats.frontend_s = time.perf_counter() - t0
         self._t0 = t0
@@ -133,13 +135,25 @@ class SynthesisStream:
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
         prompt = self.voice.prompt(ids)
-        gen = self.decoder.generate(prompt, sentence_config(self.voice, self.options.decode, i, len(sentence), prompt))
+        config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
-        while not gen.done and not self.cancelled:
-            frames = gen.step().frames
-            if frames.shape[1] == 0:
-                continue
+        cache = self.voice.frame_cache
+        key = frame_key(self.voice.target, ids, config, self.drafter_name) if cache is not None else None
+        replay = cache.get(key) if key is not None else None
+        gen = None if replay is not None else self.decoder.generate(prompt, config)
+        made: list[torch.Tensor] = []
+
+        def decoded() -> Iterator[torch.Tensor]:  # a cancel lands before the next decode step
+            while not gen.done and not self.cancelled:
+                frames = gen.step().frames
+                if frames.shape[1]:
+                    yield frames
+
+        for frames in (replay if replay is not None else decoded()):
+            if self.cancelled:
+                break
+            made.append(frames)
             self.frames[-1] = torch.cat([self.frames[-1], frames], dim=1)
             t = time.perf_counter()
             pcm = decoder.push(frames)
@@ -149,7 +163,12 @@ class SynthesisStream:
             s.resample_s += time.perf_counter() - t2
             s.frames += frames.shape[1]
             yield self._emit(pcm, i)
+        if replay is not None:
+            s.cached_sentences += 1
+            return
         s.decode.merge(gen.stats)
+        if key is not None and gen.done and not self.cancelled:
+            cache.put(key, made)
 
     def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Iterator[AudioChunk]:
         tail = resampler.push(decoder.flush())

@@ -29,6 +29,7 @@ from voicespec.engine.config import SamplingConfig
 from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
 from voicespec.paths import MODELS_DIR
 from voicespec.pipeline.drafters import build_drafter, drafter_names
+from voicespec.pipeline.frame_cache import FrameCache
 
 VOICE_FILE = "voice.json"
 DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped in models/, used when none is named
@@ -62,6 +63,7 @@ class Voice:
         self.frontend = FrontEnd(self.tokenizer)
         self.tokenizer.encode("hello")  # load the phonemizer's lexicon now, not on the first request
         self._drafters: dict[str, Drafter] = {}
+        self.frame_cache: FrameCache | None = None  # decoded sentences to replay (pipeline/frame_cache.py); off by default
         layout = target.layout
         if layout.n_codebooks != codec.n_codebooks or layout.codebook_size != codec.codebook_size:
             raise ValueError(

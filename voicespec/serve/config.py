@@ -31,12 +31,15 @@ class ServerConfig:
     send_queue_chunks: int = 32  # audio chunks in flight per connection before its contexts pause
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
+    frame_cache_mb: float = 64.0  # decoded sentences replayed when repeated (pipeline/frame_cache.py); 0: off
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
                      "send_queue_chunks", "max_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.frame_cache_mb >= 0:
+            raise ValueError(f"frame_cache_mb must be >= 0, got {self.frame_cache_mb}")
         if self.inactivity_timeout_s <= 0:
             raise ValueError("inactivity_timeout_s must be > 0")
         if self.pacing_lead_s is not None and self.pacing_lead_s <= 0:

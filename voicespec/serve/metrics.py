@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 OUTCOMES = ("done", "cancelled", "disconnected", "error")
 
@@ -61,6 +62,25 @@ class ServerMetrics:
         self.passes_total.inc(d.target_passes)
         self.audio_total.inc(stats["audio_s"])
 
+    def watch_frame_cache(self, cache: Any) -> None:
+        """Report a :class:`~voicespec.pipeline.frame_cache.FrameCache`'s counts, read at each scrape."""
+        self.registry.register(_FrameCacheCollector(cache))
+
     def exposition(self) -> tuple[bytes, str]:
         """The ``/metrics`` body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _FrameCacheCollector:
+    """Hits, misses and evictions are the cache's own counters (it is shared with the decode thread),
+    so they are read when scraped rather than mirrored."""
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+
+    def collect(self):
+        c = self.cache.counts
+        yield CounterMetricFamily("voicespec_frame_cache_hits", "Sentences replayed from the frame cache.", value=c.hits)
+        yield CounterMetricFamily("voicespec_frame_cache_misses", "Cacheable sentences decoded (not in the cache).", value=c.misses)
+        yield CounterMetricFamily("voicespec_frame_cache_evictions", "Sentences evicted (least recently used).", value=c.evictions)
+        yield GaugeMetricFamily("voicespec_frame_cache_bytes", "Bytes of frames held.", value=self.cache.bytes)

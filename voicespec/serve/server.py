@@ -23,6 +23,7 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 
+from voicespec.pipeline.frame_cache import FrameCache
 from voicespec.pipeline.voice import Voice, load_voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
@@ -40,8 +41,10 @@ class TTSServer:
 
     def __init__(self, config: ServerConfig, voice: Voice | None = None) -> None:
         self.config = config
-        if voice is None:
+        if voice is None:  # a voice of its own gets the configured frame cache; a lent one keeps its own
             voice = load_voice(config.voice)
+            if config.frame_cache_mb:
+                voice.frame_cache = FrameCache(int(config.frame_cache_mb * 2**20))
         self.voice = voice
         for name in voice.drafter_names:  # load draft models now, not on the decode thread mid-session
             voice.drafter(name)
@@ -53,6 +56,8 @@ class TTSServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None
         self.metrics = ServerMetrics()
+        if voice.frame_cache is not None:
+            self.metrics.watch_frame_cache(voice.frame_cache)
         self.http = HttpFront(config, self.metrics, voice.name, self.sessions)
 
     async def start(self) -> None:
