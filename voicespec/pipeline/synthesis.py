@@ -142,7 +142,7 @@ class SynthesisStream:
         key = frame_key(self.voice.target, ids, config, self.drafter_name) if cache is not None else None
         replay = cache.get(key) if key is not None else None
         gen = None if replay is not None else self.decoder.generate(prompt, config)
-        made: list[torch.Tensor] = []
+        chunks: list[torch.Tensor] = []  # this sentence's frames [K, n] per step: joined once, at its end
 
         def decoded() -> Iterator[torch.Tensor]:  # a cancel lands before the next decode step
             while not gen.done and not self.cancelled:
@@ -150,25 +150,28 @@ class SynthesisStream:
                 if frames.shape[1]:
                     yield frames
 
-        for frames in (replay if replay is not None else decoded()):
-            if self.cancelled:
-                break
-            made.append(frames)
-            self.frames[-1] = torch.cat([self.frames[-1], frames], dim=1)
-            t = time.perf_counter()
-            pcm = decoder.push(frames)
-            t2 = time.perf_counter()
-            pcm = resampler.push(pcm)
-            s.codec_s += t2 - t
-            s.resample_s += time.perf_counter() - t2
-            s.frames += frames.shape[1]
-            yield self._emit(pcm, i)
+        try:
+            for frames in (replay if replay is not None else decoded()):
+                if self.cancelled:
+                    break
+                chunks.append(frames)
+                t = time.perf_counter()
+                pcm = decoder.push(frames)
+                t2 = time.perf_counter()
+                pcm = resampler.push(pcm)
+                s.codec_s += t2 - t
+                s.resample_s += time.perf_counter() - t2
+                s.frames += frames.shape[1]
+                yield self._emit(pcm, i)
+        finally:  # also when the consumer stops iterating mid-sentence
+            if chunks:
+                self.frames[-1] = torch.cat(chunks, dim=1)
         if replay is not None:
             s.cached_sentences += 1
             return
         s.decode.merge(gen.stats)
         if key is not None and gen.done and not self.cancelled:
-            cache.put(key, made)
+            cache.put(key, chunks)
 
     def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Iterator[AudioChunk]:
         tail = resampler.push(decoder.flush())
