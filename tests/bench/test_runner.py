@@ -65,6 +65,9 @@ class SlowSession:
         time.sleep(self.drafter.rollback_s)
         self.inner.rollback(keep)
 
+    def close(self):
+        self.inner.close()
+
 
 @pytest.mark.slow
 def test_slowed_drafter_lowers_efficiency_or_ideal():

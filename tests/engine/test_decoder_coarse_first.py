@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import voicespec.engine.decoder as decoder_module
+import voicespec.lm.codec_lm as codec_lm_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.decoder import Generation, SpecDecoder
+from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.sampling import top_k_filter, top_p_filter
@@ -111,7 +112,7 @@ def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
         m.setattr(decoder_module, "verify_sampling", accept_everything)
         assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
     with monkeypatch.context() as m:
-        m.setattr(Generation, "_pick_fine", lambda self, logits: logits.argmax())
+        m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))
         assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
 
 

@@ -222,11 +222,12 @@ def _models(kind: str):
     return target, codec_draft(target)
 
 
-def _kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _kv(session) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per layer, the cached keys and values ``[1, H, positions, D]`` (what a row really holds)."""
+    cache = session.cache
     if isinstance(cache, KVCache):
-        n = cache.lengths[0]
-        return [(cache.k[i, :1, :, :n], cache.v[i, :1, :, :n]) for i in range(cache.k.shape[0])]
+        r, n = session.row, cache.lengths[session.row]
+        return [(cache.k[i, r: r + 1, :, :n], cache.v[i, r: r + 1, :, :n]) for i in range(cache.k.shape[0])]
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
@@ -235,7 +236,8 @@ def _assert_cache_holds(lm, session, prompt: Prompt, history: torch.Tensor) -> N
     n = session.length
     fresh = lm.start(Prompt(prompt.text, history[: n + 1]))
     assert fresh.length == n
-    got, want = _kv(session.cache), _kv(fresh.cache)
+    assert fresh.cache is not session.cache or fresh.row != session.row
+    got, want = _kv(session), _kv(fresh)
     if n + prompt.text.numel() == 0:
         assert all(k is None or k.numel() == 0 for k, _ in got)
         return

@@ -111,18 +111,28 @@ def test_fine_stage_sampling_follows_its_teacher_forced_factorization():
     h, coarse = torch.randn(6, 64), torch.randint(0, 8, (6,))
     seen: list[torch.Tensor] = []
 
-    def pick(logits: torch.Tensor) -> torch.Tensor:
-        seen.append(logits)
-        return logits.argmax()
+    def pick(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        assert logits.shape == (len(rows), 8)
+        seen.append(logits[0])
+        return logits.argmax(-1)
+
+    def generate(h, coarse, prev):
+        return fine.generate([h], [coarse], prev[None], lambda x, rows: x.argmax(-1))[0]
 
     with torch.no_grad():
-        frames = fine.generate(h, coarse, torch.full((4,), 8), pick)
+        frames = fine.generate([h], [coarse], torch.full((1, 4), 8), pick)[0]
         prev = torch.cat([torch.full((1, 4), 8), frames.T[:-1]])
         forced = fine.logits(h, frames.T, prev)  # [6, 3, 8]
     assert torch.equal(frames[0], coarse)
     assert torch.allclose(torch.stack(seen).view(6, 3, 8), forced, atol=1e-5)
     # streaming: two calls carrying the last frame give the same frames as one call
     with torch.no_grad():
-        first = fine.generate(h[:2], coarse[:2], torch.full((4,), 8), lambda x: x.argmax())
-        rest = fine.generate(h[2:], coarse[2:], first[:, -1], lambda x: x.argmax())
+        first = generate(h[:2], coarse[:2], torch.full((4,), 8))
+        rest = generate(h[2:], coarse[2:], first[:, -1])
     assert torch.equal(torch.cat([first, rest], 1), frames)
+    # a batch of sessions with different frame counts: each gets the frames it gets alone
+    with torch.no_grad():
+        batch = fine.generate([h[:2], h[2:], h[:1]], [coarse[:2], coarse[2:], coarse[:1]],
+                              torch.stack([torch.full((4,), 8), first[:, -1], torch.full((4,), 8)]),
+                              lambda x, rows: x.argmax(-1))
+    assert torch.equal(batch[0], first) and torch.equal(batch[1], rest) and torch.equal(batch[2], first[:, :1])

@@ -59,12 +59,39 @@ def test_rows_of_different_lengths_share_one_padded_pass(backbone):
         cache.truncate(1, 4)
 
 
-def test_kv_cache_reads_rows_in_any_order():
-    cache = KVCache(layers=1, rows=3, kv_heads=1, head_dim=2, capacity=4)
-    for r in range(3):
-        cache.write(0, [r], [0], torch.full((1, 1, 2, 2), float(r)), torch.full((1, 1, 2, 2), -float(r)))
-    k, v = cache.read(0, [2, 0], 2)
-    assert k[:, 0, 0, 0].tolist() == [2.0, 0.0] and v[:, 0, 0, 0].tolist() == [-2.0, 0.0]
+def test_kv_cache_rows_are_handed_out_lowest_first_and_grow_when_all_are_taken():
+    cache = KVCache(layers=1, rows=2, kv_heads=1, head_dim=2, capacity=4)
+    assert [cache.acquire(), cache.acquire()] == [0, 1]
+    cache.write(0, 0, [0], torch.ones(1, 1, 3, 2), -torch.ones(1, 1, 3, 2))
+    cache.lengths[0] = 3
+    assert cache.acquire() == 2 and cache.rows == 4  # doubled, row 0 kept
+    assert cache.k[0, 0, 0, :3].tolist() == [[1.0, 1.0]] * 3 and cache.lengths[0] == 3
+    cache.release(1)
+    assert cache.acquire() == 1 and cache.lengths[1] == 0 and cache.in_use == 3
+
+
+def test_kv_cache_writes_a_span_of_rows_at_their_own_positions():
+    cache = KVCache(layers=1, rows=3, kv_heads=1, head_dim=1, capacity=8)
+    k = torch.arange(6.0).view(3, 1, 2, 1)  # rows 0..2, two positions each
+    cache.write(0, 0, [0, 3, 5], k, -k)
+    got, neg = cache.read(0, 0, 3, 7)
+    assert got[:, 0, :, 0].tolist() == [[0, 1, 0, 0, 0, 0, 0], [0, 0, 0, 2, 3, 0, 0], [0, 0, 0, 0, 0, 4, 5]]
+    assert torch.equal(neg, -got)
+
+
+def test_a_batch_of_scattered_rows_equals_each_row_alone(backbone):
+    """Rows 0 and 2 in one pass while row 1 (another session's) sits between them untouched."""
+    stack = LlamaStack(backbone)
+    g = torch.Generator().manual_seed(4)
+    a, b, c = (torch.randn(1, 6, 64, generator=g) for _ in range(3))
+    cache = stack.new_cache(rows=3)
+    for r, x in enumerate((a, b, c)):
+        stack.forward(x[:, :4], cache, [r])
+    out = stack.forward(torch.cat([c[:, 4:], a[:, 4:]]), cache, [2, 0])
+    torch.testing.assert_close(out[0], _oracle(backbone, c)[0, 4:], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(out[1], _oracle(backbone, a)[0, 4:], atol=1e-5, rtol=1e-4)
+    assert cache.lengths == [6, 4, 6]
+    torch.testing.assert_close(stack.forward(b[:, 4:], cache, [1])[0], _oracle(backbone, b)[0, 4:], atol=1e-5, rtol=1e-4)
 
 
 def _decode(target, drafter, greedy: bool, gamma: int):

@@ -129,12 +129,42 @@ class IstftStream(CodecStream):
         self._pending: torch.Tensor | None = None
 
     def _push(self, codes: torch.Tensor) -> torch.Tensor:
-        blocks, self._caches = self.decoder.blocks_of(self._latents(codes), self._caches)
-        first = self._pending is None
-        hops = overlap_add(blocks, self._pending)
-        n = codes.shape[1]
-        self._pending = hops[:, n:]
-        return hops[0, (self.decoder.overlap - 1 if first else 0): n].reshape(-1)
+        return self._push_batch([self], [codes])[0]
+
+    @classmethod
+    def push_many(cls, streams: list[IstftStream], codes: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Streams of one decoder that are ready with the same number of frames (and all fresh, or
+        all under way) decode as one batch; each stream's output is what it gives alone."""
+        out = [torch.zeros(0)] * len(streams)
+        groups: dict[tuple[int, int, bool], list[tuple[int, torch.Tensor]]] = {}
+        with torch.inference_mode():
+            for i, (stream, c) in enumerate(zip(streams, codes)):
+                ready = stream._admit(c)
+                if ready is not None:
+                    groups.setdefault((id(stream.decoder), ready.shape[1], stream._pending is None), []).append((i, ready))
+            for group in groups.values():
+                batch = [streams[i] for i, _ in group]
+                for (i, _), stream, pcm in zip(group, batch, cls._push_batch(batch, [r for _, r in group])):
+                    out[i] = stream._emit(pcm)
+        return out
+
+    @staticmethod
+    def _push_batch(streams: list[IstftStream], codes: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Decode ``codes[b] [K, n]`` (one n) on ``streams[b]``, all fresh or all under way, in one call."""
+        first, dec = streams[0], streams[0].decoder
+        latents = first.codec.model.quantizer.decode(torch.stack(codes, 1).to(first.device))  # [K, B, n] -> [B, D, n]
+        caches = None if first._caches is None else \
+            [torch.cat([s._caches[layer] for s in streams]) for layer in range(len(first._caches))]
+        pending = None if first._pending is None else torch.cat([s._pending for s in streams])
+        blocks, caches = dec.blocks_of(latents, caches)
+        hops = overlap_add(blocks, pending)  # [B, n + overlap - 1, hop]
+        n, skip = codes[0].shape[1], dec.overlap - 1 if pending is None else 0
+        out = []
+        for b, stream in enumerate(streams):
+            stream._caches = [c[b: b + 1] for c in caches]
+            stream._pending = hops[b: b + 1, n:]
+            out.append(hops[b, skip: n].reshape(-1))
+        return out
 
     def _flush(self) -> torch.Tensor:
         return self._pending[0].reshape(-1)

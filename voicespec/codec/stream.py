@@ -7,10 +7,14 @@ One base for every decoder architecture (SEANet in :mod:`.seanet`, the frame-rat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 from torch.nn import functional as F
+
+from voicespec.engine.work import Work
 
 if TYPE_CHECKING:
     from voicespec.codec.model import Codec
@@ -76,9 +80,8 @@ class CodecStream:
         self.samples_out = 0
         self._reset()
 
-    @torch.inference_mode()
-    def push(self, codes: torch.Tensor) -> torch.Tensor:
-        """codes ``[K, n]`` (n >= 0) -> the PCM ``[m]`` they complete (``m == n * hop`` once warm)."""
+    def _admit(self, codes: torch.Tensor) -> torch.Tensor | None:
+        """Queue ``codes [K, n]``; the codes to decode now, or None while the queue is short."""
         if self._closed:
             raise RuntimeError("utterance already flushed: call reset() before pushing a new one")
         codes = self.codec._check_codes(codes)
@@ -87,9 +90,25 @@ class CodecStream:
         self._queued += codes.shape[1]
         needed = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
         if self._queued == 0 or self._queued < needed:
-            return torch.zeros(0)
+            return None
         self._started = True
-        return self._emit(self._push(self._take()))
+        return self._take()
+
+    @torch.inference_mode()
+    def push(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes ``[K, n]`` (n >= 0) -> the PCM ``[m]`` they complete (``m == n * hop`` once warm)."""
+        return type(self).push_many([self], [codes])[0]
+
+    @classmethod
+    def push_many(cls, streams: list[CodecStream], codes: list[torch.Tensor]) -> list[torch.Tensor]:
+        """:meth:`push` of ``codes[i]`` into ``streams[i]`` for each i; a subclass whose decoder
+        takes a batch decodes the streams that are ready in one call."""
+        out = []
+        for stream, c in zip(streams, codes):
+            with torch.inference_mode():
+                ready = stream._admit(c)
+                out.append(torch.zeros(0) if ready is None else stream._emit(stream._push(ready)))
+        return out
 
     @torch.inference_mode()
     def flush(self) -> torch.Tensor:
@@ -123,3 +142,49 @@ class CodecStream:
 
     def _flush(self) -> torch.Tensor:
         raise NotImplementedError
+
+
+@dataclass(eq=False)
+class CodecPush(Work):
+    """A session's verified frames ``codes [K, n]`` for its stream; the result is
+    ``finish(pcm, seconds)``: what the session makes of the PCM they complete (its audio chunk),
+    given its share of the codec time. Streams of one decoder run as one batch (``push_many``).
+    Deferrable: nothing in the session's decoding waits for it, so a scheduler may run it on
+    another thread and deliver the result from there."""
+
+    stream: CodecStream
+    codes: torch.Tensor
+    finish: Callable[[torch.Tensor, float], Any]
+    deferrable: ClassVar[bool] = True
+
+    @classmethod
+    def run(cls, works: list[CodecPush]) -> list[Any]:
+        t = time.perf_counter()
+        pcm: list[torch.Tensor | None] = [None] * len(works)
+        kinds: dict[type, list[int]] = {}
+        for i, w in enumerate(works):
+            kinds.setdefault(type(w.stream), []).append(i)
+        for kind, idx in kinds.items():
+            for i, p in zip(idx, kind.push_many([works[i].stream for i in idx], [works[i].codes for i in idx])):
+                pcm[i] = p
+        share = (time.perf_counter() - t) / len(works)
+        return [w.finish(p, share) for w, p in zip(works, pcm)]
+
+
+@dataclass(eq=False)
+class CodecFlush(Work):
+    """The end of a session's waveform: ``finish(stream.flush(), seconds)``. Deferrable, and
+    ordered after the session's pushes wherever they run."""
+
+    stream: CodecStream
+    finish: Callable[[torch.Tensor, float], Any]
+    deferrable: ClassVar[bool] = True
+
+    @classmethod
+    def run(cls, works: list[CodecFlush]) -> list[Any]:
+        out = []
+        for w in works:
+            t = time.perf_counter()
+            pcm = w.stream.flush()
+            out.append(w.finish(pcm, time.perf_counter() - t))
+        return out

@@ -8,19 +8,20 @@ loop (as complete codec frames); the engine never touches audio.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from voicespec.engine.config import DecodeConfig
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import FrameAssembler, Prompt
-from voicespec.engine.step_lm import LMSession, StepLM
+from voicespec.engine.step_lm import LMSession, Pass, StepLM
 from voicespec.engine.policy import TokenPolicy
-from voicespec.engine.sampling import sample, warp
 from voicespec.engine.stats import DecodeStats
 from voicespec.engine.verify import Verdict, verify_greedy, verify_sampling
+from voicespec.engine.work import Work, drive
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,6 @@ class Generation:
         self.fine_generator = None if config.seed is None else \
             torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
         self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
-        self._every_code = torch.ones(layout.codebook_size, dtype=torch.bool)  # the fine stage's mask: no specials
         self.stats = DecodeStats()
         self.assembler = FrameAssembler(layout)
         self.state = layout.initial_state(prompt)
@@ -97,8 +97,10 @@ class Generation:
         return self.layout.is_done(self.state) or self.length - self.n_prompt >= self.config.max_steps
 
     def __iter__(self) -> Iterator[Chunk]:
+        """Every chunk to the end, then the cache rows given back."""
         while not self.done:
             yield self.step()
+        self.close()
 
     def _draft(self, gamma: int) -> Draft:
         if gamma == 0 or self.draft_session is None:
@@ -106,24 +108,35 @@ class Generation:
         ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator)
         return self.draft_session.propose(ctx, gamma)
 
-    def _verify(self, draft: Draft) -> Verdict:
-        block = torch.cat([self.history[self.target.length :], draft.steps])
-        raw = self.target.forward(block)[-(draft.steps.shape[0] + 1) :]
-        self._fine_from = block.shape[0] - draft.steps.shape[0] - 1
+    def _verify(self, draft: Draft, raw: torch.Tensor) -> Verdict:
+        """The verdict on ``draft`` given the target's logits ``raw [γ+1, G, V]`` after each of its prefixes."""
         warped = self.policy.warp(raw, self.state, draft.steps, self.generated)
         if self.config.sampling.greedy:
             return verify_greedy(draft.steps, warped)
         return verify_sampling(draft.steps, draft.probs, self.policy.probs(warped), self.generator)
 
     def step(self) -> Chunk:
-        """One draft-and-verify step; commits between 1 and γ+1 steps."""
+        """One draft-and-verify step, its target pass run alone (see :meth:`advance`)."""
+        return drive(self.advance())
+
+    def advance(self) -> Generator[Work, Any, Chunk]:
+        """One draft-and-verify step as a coroutine: it yields its target pass (a :class:`Pass`,
+        which a scheduler may batch with other sessions' passes) and, for a coarse-first target,
+        its fine-stage call; it is resumed with each one's result and returns the :class:`Chunk`
+        it committed (between 1 and γ+1 steps)."""
         t0 = time.perf_counter()
         remaining = self.config.max_steps - (self.length - self.n_prompt)
         gamma = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
         draft = self._draft(gamma)
+        n_draft = draft.steps.shape[0]
         t1 = time.perf_counter()
-        verdict = self._verify(draft)
+        block = torch.cat([self.history[self.target.length:], draft.steps])
+        work = Pass(self.target, block)
+        raw = (yield work)[-(n_draft + 1):]
+        self._fine_from = block.shape[0] - n_draft - 1
         t2 = time.perf_counter()
+        verdict = self._verify(draft, raw)
+        verify_s = work.seconds + time.perf_counter() - t2  # the pass at this batch size, plus the verdict
 
         old = self.length
         new = self._commit(verdict.steps[:remaining])
@@ -133,10 +146,9 @@ class Generation:
             self.draft_session.rollback(keep)
         frames = self.assembler.pop(self.generated, self.state)
         if self.layout.fine:
-            frames = self.target.fine_frames(frames[0], self._fine_from, self._pick_fine)
+            frames = yield self.target.fine_work(frames[0], self._fine_from, self.config.sampling, self.fine_generator)
 
-        n_draft = draft.steps.shape[0]
-        self.controller.observe(n_draft, verdict.accepted_steps, t1 - t0, t2 - t1)
+        self.controller.observe(n_draft, verdict.accepted_steps, t1 - t0, verify_s)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt
@@ -144,18 +156,17 @@ class Generation:
         s.gammas.append(gamma)
         s.record_draft(n_draft, verdict.accepted_steps, draft.steps.numel(), verdict.accepted_tokens)
         s.draft_s += t1 - t0
-        s.verify_s += t2 - t1
-        s.total_s += time.perf_counter() - t0
+        s.verify_s += verify_s
+        s.total_s += t1 - t0 + work.seconds + time.perf_counter() - t2
         if self.done:
             s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
 
-    def _pick_fine(self, logits: torch.Tensor) -> torch.Tensor:
-        """A fine-stage code from logits ``[C]``, warped like the coarse codes (no repetition
-        penalty: the fine stage has no history), from the fine stage's own stream."""
-        s = self.config.sampling
-        x = warp(logits, self._every_code, s)
-        return x.argmax() if s.greedy else sample(x.softmax(-1), self.fine_generator)
+    def close(self) -> None:
+        """Give back the sessions' cache rows (also done when the generation is collected)."""
+        self.target.close()
+        if self.draft_session is not None:
+            self.draft_session.close()
 
     def _commit(self, steps: torch.Tensor) -> torch.Tensor:
         """Append steps up to the end of the utterance; return those appended."""

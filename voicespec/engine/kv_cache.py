@@ -2,18 +2,26 @@
 
 Appending writes keys and values at positions ``length .. length+T`` of a row; rolling back a
 rejected draft is moving the row's length back — nothing is copied or freed. Rows are the unit a
-batched scheduler hands out to sessions; lengths live on the host (Python ints), so deciding what
-to attend to never waits for the device.
+batched scheduler hands out to sessions (:meth:`KVCache.acquire` / :meth:`KVCache.release`); lengths
+live on the host (Python ints), so deciding what to attend to never waits for the device.
+
+A batched pass covers a *span* of consecutive rows, so reads are views, never gathers (a gather
+of every row's history per layer would cost more than the attention). Rows of the span outside
+the batch get a zero-count block: written past their length, which nothing attends and their own
+next append overwrites.
 """
 
 from __future__ import annotations
+
+import threading
 
 import torch
 
 
 class KVCache:
     """Keys and values ``[layers, rows, kv_heads, capacity, head_dim]``; ``lengths[r]`` cached
-    positions of row ``r``. ``capacity`` grows (doubling, all rows at once) when a row needs more."""
+    positions of row ``r``. ``capacity`` grows (doubling, all rows at once) when a row needs more,
+    and so do the rows when every one is in use."""
 
     def __init__(self, layers: int, rows: int, kv_heads: int, head_dim: int, capacity: int = 256,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
@@ -21,10 +29,38 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = [0] * rows
+        self._free = list(range(rows))  # lowest first: active rows stay packed, spans stay short
+        self._lock = threading.Lock()  # release() may come from a finalizer on another thread
 
     @property
     def capacity(self) -> int:
         return self.k.shape[3]
+
+    @property
+    def rows(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def in_use(self) -> int:
+        return self.rows - len(self._free)
+
+    def acquire(self) -> int:
+        """A free row, empty; the rows double when none is free."""
+        with self._lock:
+            if not self._free:
+                old = self.rows
+                self._grow(rows=2 * old)
+                self._free = list(range(old, self.rows))
+            row = self._free.pop(0)
+            self.lengths[row] = 0
+            return row
+
+    def release(self, row: int) -> None:
+        """Give ``row`` back (its contents are garbage from now on)."""
+        with self._lock:
+            self.lengths[row] = 0
+            self._free.append(row)
+            self._free.sort()
 
     def reserve(self, needed: int) -> None:
         """Room for ``needed`` positions in every row (grows by doubling; existing entries kept)."""
@@ -33,24 +69,35 @@ class KVCache:
         new = self.capacity
         while new < needed:
             new *= 2
+        self._grow(capacity=new)
+
+    def _grow(self, rows: int | None = None, capacity: int | None = None) -> None:
+        R, C = self.k.shape[1], self.k.shape[3]
         for name in ("k", "v"):
             old = getattr(self, name)
-            grown = old.new_zeros((*old.shape[:3], new, old.shape[4]))
-            grown[:, :, :, : old.shape[3]] = old
+            grown = old.new_zeros((old.shape[0], rows or R, old.shape[2], capacity or C, old.shape[4]))
+            grown[:, :R, :, :C] = old
             setattr(self, name, grown)
+        self.lengths += [0] * ((rows or R) - R)
 
-    def write(self, layer: int, rows: list[int], start: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store ``k, v [B, kv_heads, T, head_dim]`` of row ``rows[b]`` at positions ``start[b] + t``."""
-        T = k.shape[2]
-        for b, (r, s) in enumerate(zip(rows, start)):
-            self.k[layer, r, :, s: s + T] = k[b]
-            self.v[layer, r, :, s: s + T] = v[b]
+    def write(self, layer: int, lo: int, start: list[int], k: torch.Tensor, v: torch.Tensor,
+              pos: torch.Tensor | None = None) -> None:
+        """Store ``k, v [S, kv_heads, T, head_dim]`` of rows ``lo .. lo+S`` at positions
+        ``start[s] + t`` (``pos [S, T]``, the same positions on the device, when the caller has them)."""
+        S, _, T, _ = k.shape
+        if S == 1:  # one row: a slice, and no index tensor
+            self.k[layer, lo, :, start[0]: start[0] + T] = k[0]
+            self.v[layer, lo, :, start[0]: start[0] + T] = v[0]
+            return
+        if pos is None:
+            pos = torch.tensor(start, device=k.device)[:, None] + torch.arange(T, device=k.device)
+        row = torch.arange(S, device=k.device)[:, None]
+        self.k[layer, lo: lo + S][row, :, pos] = k.transpose(1, 2)  # [S, T, kv_heads, head_dim]
+        self.v[layer, lo: lo + S][row, :, pos] = v.transpose(1, 2)
 
-    def read(self, layer: int, rows: list[int], upto: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values of ``rows`` over positions ``0 .. upto``: ``[B, kv_heads, upto, head_dim]``."""
-        if rows == list(range(rows[0], rows[0] + len(rows))):  # contiguous rows: a view, no copy
-            return self.k[layer, rows[0]: rows[0] + len(rows), :, :upto], self.v[layer, rows[0]: rows[0] + len(rows), :, :upto]
-        return self.k[layer, rows, :, :upto], self.v[layer, rows, :, :upto]
+    def read(self, layer: int, lo: int, hi: int, upto: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of rows ``lo .. hi`` over positions ``0 .. upto``: ``[hi-lo, kv_heads, upto, head_dim]``."""
+        return self.k[layer, lo: hi, :, :upto], self.v[layer, lo: hi, :, :upto]
 
     def truncate(self, row: int, length: int) -> None:
         """Roll row ``row`` back to its first ``length`` positions."""

@@ -81,7 +81,31 @@ def warp(
     return top_p_filter(x, config.top_p)
 
 
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The id of each row of ``probs [R, V]`` whose CDF interval holds ``u [R, 1]`` (uniform in
+    [0, 1)): ``P(id) = probs[id] / sum`` exactly, and never an id of probability 0."""
+    cdf = probs.cumsum(-1)
+    return torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp_max(probs.shape[-1] - 1).squeeze(-1)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """One id per row of ``probs`` (``[..., V]``)."""
+    """One id per row of ``probs`` (``[..., V]``), by inverse CDF from one uniform per row: a row's
+    draw depends only on its own probabilities and its generator's next uniform, so rows of
+    different sessions can be drawn together, each from its own generator (:func:`sample_rows`)."""
     flat = probs.reshape(-1, probs.shape[-1])
-    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+    u = torch.rand(flat.shape[0], 1, generator=generator, dtype=flat.dtype, device=flat.device)
+    return inverse_cdf(flat, u).reshape(probs.shape[:-1])
+
+
+def sample_rows(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
+    """One id per row of ``probs [R, V]``, row ``r`` drawn from ``generators[r]``: the same id
+    :func:`sample` gives that row alone."""
+    u = torch.cat([torch.rand(1, 1, generator=g, dtype=probs.dtype, device=probs.device) for g in generators])
+    return inverse_cdf(probs, u)
+
+
+def choose_rows(logits: torch.Tensor, config: SamplingConfig, generators: list[torch.Generator | None]) -> torch.Tensor:
+    """Ids ``[R]`` for logits ``[R, V]`` with every id legal and no history (the fine stage's
+    codes): warped by ``config``, argmax when greedy, else row ``r`` drawn from ``generators[r]``."""
+    x = warp(logits[:, None], torch.ones(logits.shape[-1], dtype=torch.bool, device=logits.device), config)[:, 0]
+    return x.argmax(-1) if config.greedy else sample_rows(x.softmax(-1), generators)

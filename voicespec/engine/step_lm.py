@@ -5,10 +5,16 @@ which is *pending*: the next forward feeds it together with the drafts, so one p
 target's distribution at every draft position plus the bonus position. Rolling back a rejected
 draft is ``truncate(n)``: a row length moved back in a position-addressed
 :class:`~voicespec.engine.kv_cache.KVCache`, or a crop of a transformers ``DynamicCache``.
+
+Sessions over one plain-torch stack share its cache, one row each, so the passes of many sessions
+run as one batched forward (:class:`Pass`, :func:`forward_batch`).
 """
 
 from __future__ import annotations
 
+import time
+import weakref
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -16,6 +22,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from voicespec.engine.kv_cache import KVCache
 from voicespec.engine.layout import Prompt, TokenLayout
+from voicespec.engine.work import Work
 
 
 class StepLM(Protocol):
@@ -29,29 +36,48 @@ class StepLM(Protocol):
 class LMSession:
     """One request's KV cache over a model. Subclasses define how steps become model inputs.
 
-    ``stack``: a plain-torch forward over a position-addressed cache (``new_cache()`` and
-    ``forward(embeds, cache, rows)``, e.g. :class:`voicespec.lm.llama.LlamaStack`); the session
-    owns row 0 of its cache and rolls back by moving that row's length. Without one, the model's
-    own ``transformers`` forward over a ``DynamicCache`` (any architecture)."""
+    ``stack``: a plain-torch forward over a position-addressed cache it owns (``pool``, and
+    ``forward(embeds, cache, rows, counts)``, e.g. :class:`voicespec.lm.llama.LlamaStack`); the
+    session holds one row of it until :meth:`close` (or until it is collected) and rolls back by
+    moving that row's length. Its subclass says how steps embed (``_embed``) and how hidden states
+    read out (``_readout``). Without a stack, the model's own ``transformers`` forward over a
+    ``DynamicCache`` (any architecture; ``_dynamic_logits``)."""
 
     def __init__(self, model: PreTrainedModel, prefix: int = 0, stack: Any = None) -> None:
         self.model = model
         self.stack = stack
-        self.cache: KVCache | DynamicCache = stack.new_cache() if stack is not None else DynamicCache(config=model.config)
+        if stack is not None:
+            self.cache: KVCache | DynamicCache = stack.pool
+            self.row = self.cache.acquire()
+            self.close = weakref.finalize(self, self.cache.release, self.row)  # runs once, here or on collection
+        else:
+            self.cache = DynamicCache(config=model.config)
+            self.close = lambda: None
         self.prefix = prefix  # cached positions that are not steps (a text prefix)
         self.length = 0  # cached steps
 
     def append(self, embeds: torch.Tensor) -> torch.Tensor:
         """Hidden states ``[1, T, D]`` of ``embeds [1, T, D]`` appended to this session's row."""
-        return self.stack.forward(embeds, self.cache, [0])
+        return self.stack.forward(embeds, self.cache, [self.row])
 
-    def _logits(self, steps: torch.Tensor) -> torch.Tensor:
+    def _embed(self, steps: torch.Tensor) -> torch.Tensor:
+        """Input embeddings ``[1, T, D]`` of ``steps [T, G]`` at positions ``length ..``."""
+        raise NotImplementedError
+
+    def _readout(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits ``[T, G, V]`` of final hidden states ``[T, D]``."""
+        raise NotImplementedError
+
+    def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     @torch.inference_mode()
     def forward(self, steps: torch.Tensor) -> torch.Tensor:
         """Append ``steps`` (``[T, G]``) to the cache; return their logits ``[T, G, V]``."""
-        logits = self._logits(steps)
+        if self.stack is not None:
+            logits = self._readout(self.append(self._embed(steps))[0])
+        else:
+            logits = self._dynamic_logits(steps)
         self.length += steps.shape[0]
         return logits
 
@@ -59,7 +85,55 @@ class LMSession:
         """Roll the cache back to its first ``length`` steps."""
         if length < self.length:
             if isinstance(self.cache, KVCache):
-                self.cache.truncate(0, self.prefix + length)
+                self.cache.truncate(self.row, self.prefix + length)
             else:
                 self.cache.crop(length - self.length)
             self.length = length
+
+
+@torch.inference_mode()
+def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``LMSession.forward`` of each session on its block (``[T_i, G]``), as one padded pass per
+    stack: logits ``[T_i, G, V]`` each, equal to the unbatched ones within float tolerance."""
+    out: list[torch.Tensor | None] = [None] * len(sessions)
+    by_stack: dict[int, list[int]] = {}
+    for i, s in enumerate(sessions):
+        if s.stack is None:
+            out[i] = s.forward(blocks[i])
+        else:
+            by_stack.setdefault(id(s.stack), []).append(i)
+    for idx in by_stack.values():
+        if len(idx) == 1:
+            out[idx[0]] = sessions[idx[0]].forward(blocks[idx[0]])
+            continue
+        group = [sessions[i] for i in idx]
+        embeds = [s._embed(blocks[i])[0] for s, i in zip(group, idx)]  # [T_i, D]
+        counts = [e.shape[0] for e in embeds]
+        x = embeds[0].new_zeros(len(group), max(counts), embeds[0].shape[1])
+        for b, e in enumerate(embeds):
+            x[b, : e.shape[0]] = e
+        h = group[0].stack.forward(x, group[0].cache, [s.row for s in group], counts)
+        for b, (s, i) in enumerate(zip(group, idx)):
+            out[i] = s._readout(h[b, : counts[b]])
+            s.length += counts[b]
+    return out
+
+
+@dataclass(eq=False)
+class Pass(Work):
+    """A target pass over ``steps [T, G]`` of ``session``; the result is its logits ``[T, G, V]``.
+    ``seconds`` is set to the time of the (batched) call that ran it: the cost of a verify pass
+    at the batch size it ran in, which is what the γ controller must learn."""
+
+    session: LMSession
+    steps: torch.Tensor
+    seconds: float = 0.0
+
+    @classmethod
+    def run(cls, works: list[Pass]) -> list[torch.Tensor]:
+        t = time.perf_counter()
+        logits = forward_batch([w.session for w in works], [w.steps for w in works])
+        dt = time.perf_counter() - t
+        for w in works:
+            w.seconds = dt
+        return logits

@@ -17,6 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
+from collections.abc import Sequence
 from typing import Any
 
 WORD = " "
@@ -92,7 +93,7 @@ class PhonemeTokenizer:
     def _index(self) -> dict[str, int]:
         return _index_of(self.units)
 
-    def ids_of(self, units: list[str]) -> list[int]:
+    def ids_of(self, units: Sequence[str]) -> list[int]:
         """Unit strings to ids; a symbol outside the inventory falls back to its plain form
         (stress and diacritics removed) and is dropped if even that is unknown."""
         index, out = self._index, []
@@ -103,7 +104,7 @@ class PhonemeTokenizer:
         return out
 
     def encode(self, text: str) -> list[int]:
-        return self.ids_of(phonemize(text))
+        return self.ids_of(_units_of(text))
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.units[i - 1] for i in ids if 0 < i <= len(self.units))
@@ -115,6 +116,14 @@ class PhonemeTokenizer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "units": list(self.units), "lang": LANG}
+
+
+@lru_cache(maxsize=4096)
+def _units_of(text: str) -> tuple[str, ...]:
+    """:func:`phonemize`, remembered: gruut costs tens of milliseconds a sentence, and a server
+    hears the same sentences again and again (greetings, prompts; the first text of a context is
+    read twice: to check it is speakable, then by its stream)."""
+    return tuple(phonemize(text))
 
 
 @lru_cache(maxsize=8)

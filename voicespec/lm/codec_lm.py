@@ -18,14 +18,18 @@ streams, with Moshi's depth stage as the model. It is a ``PreTrainedModel``, so
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, PretrainedConfig, PreTrainedModel
 
+from voicespec.engine.config import SamplingConfig
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout, Prompt
+from voicespec.engine.sampling import choose_rows
 from voicespec.engine.step_lm import LMSession
+from voicespec.engine.work import Work
 from voicespec.lm.llama import LlamaStack
 
 
@@ -124,19 +128,29 @@ class FineStage(nn.Module):
         x = self._base(h, prev)[:, None] + self.codes(codes[:, :-1] + offsets).cumsum(1)  # [N, K-1, W]
         return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
 
-    def generate(self, h: torch.Tensor, coarse: torch.Tensor, prev: torch.Tensor,
-                 pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """Frames ``[K, N]`` for ``h [N, D]`` and ``coarse [N]``, in order, from ``prev [K]`` (the
-        frame before the first; C where there is none). ``pick`` maps logits ``[C]`` to an id."""
-        frames = torch.empty(self.K, coarse.shape[0], dtype=torch.long, device=h.device)
-        frames[0] = coarse
-        base, offsets = self.inp(h), torch.arange(self.K, device=h.device) * (self.C + 1)
-        for n in range(coarse.shape[0]):
-            x = base[n] + self.prev(prev + offsets).sum(0)
+    def generate(self, h: list[torch.Tensor], coarse: list[torch.Tensor], prev: torch.Tensor,
+                 pick: Callable[[torch.Tensor, list[int]], torch.Tensor]) -> list[torch.Tensor]:
+        """Frames ``[K, n_b]`` for each of B sessions, from its hidden states ``h[b] [n_b, D]`` and
+        coarse codes ``coarse[b] [n_b]``, in order, after its previous frame ``prev[b]`` (``prev
+        [B, K]``; C where there is none). Frame ``j`` of every session that has one is one batched
+        row; ``pick(logits [R, C], sessions)`` maps the logits of those rows to ids ``[R]``."""
+        n = [c.shape[0] for c in coarse]
+        device = prev.device
+        frames = [torch.empty(self.K, m, dtype=torch.long, device=device) for m in n]
+        base = self.inp(torch.cat(h)).split(n)  # [n_b, W] each
+        offsets = torch.arange(self.K, device=device) * (self.C + 1)
+        prev = prev.clone()
+        for j in range(max(n, default=0)):
+            rows = [b for b, m in enumerate(n) if m > j]
+            col = torch.empty(self.K, len(rows), dtype=torch.long, device=device)  # frame j of each row's session
+            col[0] = torch.stack([coarse[b][j] for b in rows])
+            x = torch.stack([base[b][j] for b in rows]) + self.prev(prev[rows] + offsets).sum(1)  # [R, W]
             for k, mlp in enumerate(self.depth, start=1):
-                x = x + self.codes.weight[(k - 1) * self.C + frames[k - 1, n]]
-                frames[k, n] = pick(mlp(x))
-            prev = frames[:, n]
+                x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
+                col[k] = pick(mlp(x), rows)
+            for i, b in enumerate(rows):
+                frames[b][:, j] = col[:, i]
+            prev[rows] = col.T
         return frames
 
 
@@ -175,11 +189,16 @@ class CodecLM(PreTrainedModel):
     def get_output_embeddings(self) -> nn.Linear:
         return self.heads
 
-    def embed_track(self, track: torch.Tensor) -> torch.Tensor:
-        """``track [B, T, 4]`` (unit, next unit, frames since, frames until) to ``[B, T, D]``."""
+    def check_track(self, track: torch.Tensor) -> None:
+        """A track ``[T, 4]`` fits this model (checked once per request, not per step: each
+        check waits for the values)."""
         V, P = self.config.text_vocab_size, self.config.track_positions
-        if int(track[..., :2].max()) >= V or int(track.min()) < 0 or int(track[..., 2:].max()) >= P:
+        if track.numel() and (int(track[..., :2].max()) >= V or int(track.min()) < 0 or int(track[..., 2:].max()) >= P):
             raise ValueError(f"track units must lie in [0, {V}) and positions in [0, {P})")
+
+    def embed_track(self, track: torch.Tensor) -> torch.Tensor:
+        """``track [B, T, 4]`` (unit, next unit, frames since, frames until; see :meth:`check_track`) to ``[B, T, D]``."""
+        V, P = self.config.text_vocab_size, self.config.track_positions
         units = self.track_units(track[..., :2] + torch.tensor([0, V], device=track.device)).sum(2)
         return units + self.track_pos(track[..., 2:] + torch.tensor([0, P], device=track.device)).sum(2)
 
@@ -252,7 +271,7 @@ class CodecLMSession(LMSession):
                  stack: LlamaStack | None = None) -> None:
         super().__init__(model, prefix, stack)
         self.hidden: torch.Tensor | None = None  # [T, D] of the last forward (coarse-first only)
-        self._prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame
+        self.prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame [K]
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
         self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
 
@@ -264,25 +283,60 @@ class CodecLMSession(LMSession):
             rows = torch.cat([rows, torch.tensor([END_ROW]).repeat(n - rows.shape[0], 1)])
         return rows.unsqueeze(0)
 
-    def _logits(self, steps: torch.Tensor) -> torch.Tensor:
+    def _embed(self, steps: torch.Tensor) -> torch.Tensor:
+        return self.model.embed(None, steps.unsqueeze(0), self.track_rows(self.length, steps.shape[0]))
+
+    def _readout(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.model.fine is not None:
+            self.hidden = hidden
+        return self.model.heads(hidden).view(hidden.shape[0], self.model.n_codebooks, self.model.head_vocab)
+
+    def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
         track = self.track_rows(self.length, steps.shape[0])
-        if self.stack is not None:
-            h = self.append(self.model.embed(None, steps.unsqueeze(0), track))
-            logits = self.model.heads(h).view(*h.shape[:2], self.model.n_codebooks, self.model.head_vocab)
-        else:
-            logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
+        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
         if self.model.fine is not None:
             self.hidden = h[0]
         return logits[0]
 
+    def fine_work(self, coarse: torch.Tensor, first: int, sampling: SamplingConfig,
+                  generator: torch.Generator | None) -> FineWork:
+        """The fine stage's call completing verified coarse codes ``[n]`` to frames ``[K, n]``;
+        their hidden states are rows ``first .. first+n`` of the last forward (the rows that
+        predicted them). Yielded to the scheduler, so many sessions' frames run as one batch."""
+        return FineWork(self, coarse, first, sampling, generator)
+
+
+@dataclass(eq=False)
+class FineWork(Work):
+    """A session's verified coarse codes to complete; the result is its frames ``[K, n]``. Each
+    pick is warped like the coarse codes (no repetition penalty: the fine stage has no history)
+    and drawn from the session's own generator, so its codes do not depend on its batch."""
+
+    session: CodecLMSession
+    coarse: torch.Tensor
+    first: int
+    sampling: SamplingConfig
+    generator: torch.Generator | None
+
+    @classmethod
     @torch.inference_mode()
-    def fine_frames(self, coarse: torch.Tensor, first: int, pick: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """Complete verified coarse codes ``[n]`` to frames ``[K, n]``; their hidden states are
-        rows ``first .. first+n`` of the last forward (the rows that predicted them)."""
-        frames = self.model.fine.generate(self.hidden[first: first + coarse.shape[0]], coarse, self._prev, pick)
-        if frames.shape[1]:
-            self._prev = frames[:, -1]
-        return frames
+    def run(cls, works: list[FineWork]) -> list[torch.Tensor]:
+        out: list[torch.Tensor | None] = [None] * len(works)
+        groups: dict[tuple[int, SamplingConfig], list[int]] = {}
+        for i, w in enumerate(works):
+            groups.setdefault((id(w.session.model), w.sampling), []).append(i)
+        for (_, sampling), idx in groups.items():
+            group = [works[i] for i in idx]
+            generators = [w.generator for w in group]
+            frames = group[0].session.model.fine.generate(
+                [w.session.hidden[w.first: w.first + w.coarse.shape[0]] for w in group], [w.coarse for w in group],
+                torch.stack([w.session.prev for w in group]),
+                lambda logits, rows: choose_rows(logits, sampling, [generators[r] for r in rows]))
+            for i, w, f in zip(idx, group, frames):
+                if f.shape[1]:
+                    w.session.prev = f[:, -1]
+                out[i] = f
+        return out
 
 
 class CodecStepLM:
@@ -301,6 +355,8 @@ class CodecStepLM:
         if not self.model.aligned and prompt.track is not None:
             raise ValueError("this codec LM takes no frame-aligned track")
         track = None if prompt.track is None else torch.as_tensor(prompt.track, dtype=torch.long)
+        if track is not None:
+            self.model.check_track(track)
         session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1, stack=self.stack)
         context = prompt.steps[:-1]
         if session.prefix or context.shape[0]:

@@ -44,10 +44,13 @@ class LayoutMaskProcessor(LogitsProcessor):
 
 
 class HFSession(LMSession):
-    def _logits(self, steps: torch.Tensor) -> torch.Tensor:
-        if self.stack is not None:
-            h = self.append(self.model.get_input_embeddings()(steps.T))
-            return self.model.get_output_embeddings()(h)[0].unsqueeze(1)
+    def _embed(self, steps: torch.Tensor) -> torch.Tensor:
+        return self.model.get_input_embeddings()(steps.T)
+
+    def _readout(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.get_output_embeddings()(hidden).unsqueeze(1)
+
+    def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=steps.T, cache=self.cache, use_cache=True)
         return out.logits[0].unsqueeze(1)
 

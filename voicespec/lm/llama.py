@@ -18,7 +18,7 @@ from voicespec.engine.kv_cache import KVCache
 
 
 class LlamaStack:
-    """``forward(embeds [B, T, D], rows, lengths) -> hidden [B, T, D]`` for ``backbone``."""
+    """``forward(embeds [B, T, D], cache, rows, counts) -> hidden [B, T, D]`` for ``backbone``."""
 
     def __init__(self, backbone: LlamaModel) -> None:
         c = backbone.config
@@ -27,42 +27,66 @@ class LlamaStack:
         self.kv_heads = c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.layers = len(backbone.layers)
+        self._pool: KVCache | None = None
 
     def new_cache(self, rows: int = 1, capacity: int = 256) -> KVCache:
         p = next(self.backbone.parameters())
         return KVCache(self.layers, rows, self.kv_heads, self.head_dim, capacity, p.dtype, p.device)
 
+    @property
+    def pool(self) -> KVCache:
+        """The cache every session over this stack takes a row of (made on first use, on the
+        weights' device, so a model moved before its first session decodes there)."""
+        if self._pool is None:
+            self._pool = self.new_cache()
+        return self._pool
+
     @torch.inference_mode()
     def forward(self, embeds: torch.Tensor, cache: KVCache, rows: list[int], counts: list[int] | None = None) -> torch.Tensor:
-        """Append ``embeds [B, T, D]`` to cache rows ``rows`` and return the final hidden states.
+        """Append ``embeds [B, T, D]`` to cache rows ``rows`` and return the final hidden states ``[B, T, D]``.
 
         ``counts[b]`` (default ``T``): the real positions of row ``b``; the rest of its block is
         padding, attended by nothing real and overwritten by the row's next append. Row ``b``'s
-        position ``i`` sits at ``lengths[rows[b]] + i`` and attends every cached position up to it."""
-        B, T, _ = embeds.shape
-        start = [cache.lengths[r] for r in rows]
+        position ``i`` sits at ``lengths[rows[b]] + i`` and attends every cached position up to it.
+        The pass runs over the span ``min(rows) .. max(rows)``; rows in it that are not in the
+        batch take a zero-count block of zeros (see :mod:`voicespec.engine.kv_cache`)."""
+        B, T, D = embeds.shape
         counts = counts or [T] * B
+        lo, hi = min(rows), max(rows) + 1
+        if rows == list(range(lo, hi)):
+            return self._span(embeds, cache, lo, counts)
+        full = embeds.new_zeros(hi - lo, T, D)
+        span_counts = [0] * (hi - lo)
+        at = [r - lo for r in rows]
+        full[at] = embeds
+        for i, n in zip(at, counts):
+            span_counts[i] = n
+        return self._span(full, cache, lo, span_counts)[at]
+
+    def _span(self, embeds: torch.Tensor, cache: KVCache, lo: int, counts: list[int]) -> torch.Tensor:
+        """:meth:`forward` over consecutive rows ``lo .. lo + S`` (``embeds [S, T, D]``)."""
+        S, T, _ = embeds.shape
+        start = cache.lengths[lo: lo + S]
         upto = max(start) + T
         cache.reserve(upto)
         device = embeds.device
-        pos = torch.tensor(start, device=device)[:, None] + torch.arange(T, device=device)  # [B, T]
-        keys = torch.arange(upto, device=device)
-        mask = keys[None, None, :] <= pos[:, :, None]  # [B, T, upto]: causal, per row
+        pos = torch.tensor(start, device=device)[:, None] + torch.arange(T, device=device)  # [S, T]
+        mask = (torch.arange(upto, device=device) <= pos[:, :, None])[:, None]  # [S, 1, T, upto]: causal, per row
         cos, sin = self.backbone.rotary_emb(embeds, pos)
         h = embeds
         for i, layer in enumerate(self.backbone.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
-            q = attn.q_proj(x).view(B, T, self.heads, self.head_dim).transpose(1, 2)
-            k = attn.k_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = attn.v_proj(x).view(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            q = attn.q_proj(x).view(S, T, self.heads, self.head_dim).transpose(1, 2)
+            k = attn.k_proj(x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = attn.v_proj(x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            cache.write(i, rows, start, k, v)
-            K, V = cache.read(i, rows, upto)
-            out = F.scaled_dot_product_attention(q, K, V, attn_mask=mask[:, None], scale=attn.scaling,
+            cache.write(i, lo, start, k, v, pos)
+            K, V = cache.read(i, lo, lo + S, upto)
+            out = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, scale=attn.scaling,
                                                  enable_gqa=self.kv_heads != self.heads)
-            h = h + attn.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+            h = h + attn.o_proj(out.transpose(1, 2).reshape(S, T, -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        for r, s, n in zip(rows, start, counts):
+        for r, (s, n) in enumerate(zip(start, counts), start=lo):
             cache.lengths[r] = s + n
         return self.backbone.norm(h)

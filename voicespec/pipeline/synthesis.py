@@ -8,8 +8,9 @@ streaming codec decoder, so the waveform runs on across sentence joins with no g
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from enum import Enum
 from typing import Any
 
@@ -20,6 +21,8 @@ from voicespec.engine.config import DecodeConfig
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.layout import Prompt
 from voicespec.engine.stats import DecodeStats
+from voicespec.codec.stream import CodecFlush, CodecPush
+from voicespec.engine.work import Work, outputs
 from voicespec.options import check_sample_rate
 from voicespec.pipeline.frame_cache import frame_key
 from voicespec.pipeline.voice import Voice
@@ -144,39 +147,54 @@ class SynthesisStream:
         gen = None if replay is not None else self.decoder.generate(prompt, config)
         chunks: list[torch.Tensor] = []  # this sentence's frames [K, n] per step: joined once, at its end
 
-        def decoded() -> Iterator[torch.Tensor]:  # a cancel lands before the next decode step
-            while not gen.done and not self.cancelled:
-                frames = gen.step().frames
-                if frames.shape[1]:
-                    yield frames
+        def audio(frames: torch.Tensor) -> Generator[CodecPush, Any, Any]:
+            chunks.append(frames)
+            self._pushed = True
+            # Yielded: a scheduler decodes many sessions' frames in one call, or on another thread
+            # (then the chunk goes out from there and this gets DEFERRED back).
+            return (yield CodecPush(decoder, frames, partial(self._finish, resampler, i, frames.shape[1])))
 
         try:
-            for frames in (replay if replay is not None else decoded()):
-                if self.cancelled:
-                    break
-                chunks.append(frames)
-                t = time.perf_counter()
-                pcm = decoder.push(frames)
-                t2 = time.perf_counter()
-                pcm = resampler.push(pcm)
-                s.codec_s += t2 - t
-                s.resample_s += time.perf_counter() - t2
-                s.frames += frames.shape[1]
-                yield self._emit(pcm, i)
+            if replay is not None:
+                for frames in replay:
+                    if self.cancelled:
+                        break
+                    yield (yield from audio(frames))
+                s.cached_sentences += 1
+                return
+            while not gen.done and not self.cancelled:  # a cancel lands before the next decode step
+                frames = (yield from gen.advance()).frames  # the target pass is yielded: a scheduler may batch it
+                if frames.shape[1]:
+                    yield (yield from audio(frames))
         finally:  # also when the consumer stops iterating mid-sentence
             if chunks:
                 self.frames[-1] = torch.cat(chunks, dim=1)
-        if replay is not None:
-            s.cached_sentences += 1
-            return
+            if gen is not None:
+                gen.close()
         s.decode.merge(gen.stats)
         if key is not None and gen.done and not self.cancelled:
             cache.put(key, chunks)
 
-    def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Iterator[AudioChunk]:
-        tail = resampler.push(decoder.flush())
-        if chunk := self._emit(torch.cat([tail, resampler.flush()]), sentence):
-            yield chunk
+    def _finish(self, resampler: StreamingResampler, sentence: int, frames: int, pcm: torch.Tensor,
+                seconds: float) -> AudioChunk | None:
+        """The chunk of codec output ``pcm`` (of ``frames`` frames; ``seconds`` of codec time)."""
+        s = self.stats
+        t = time.perf_counter()
+        pcm = resampler.push(pcm)
+        s.codec_s += seconds
+        s.resample_s += time.perf_counter() - t
+        s.frames += frames
+        return self._emit(pcm, sentence)
+
+    def _finish_tail(self, resampler: StreamingResampler, sentence: int, pcm: torch.Tensor,
+                     seconds: float) -> AudioChunk | None:
+        """The last chunk of a waveform: the codec's tail and the resampler's."""
+        self.stats.codec_s += seconds
+        return self._emit(torch.cat([resampler.push(pcm), resampler.flush()]), sentence)
+
+    def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Generator[CodecFlush, Any, Any]:
+        self._pushed = False
+        return (yield CodecFlush(decoder, partial(self._finish_tail, resampler, sentence)))
 
     def _next_step(self, i: int) -> Step | Any:
         """What to do once ``i`` sentences are decoded; a subclass whose text arrives while it runs
@@ -191,8 +209,13 @@ class SynthesisStream:
         """:class:`AudioChunk` s, sentence after sentence through one waveform, its tail flushed at
         the end. Where :meth:`_next_step` says so, also None (a wait) and marks: a mark comes after
         all audio before it (the waveform is flushed and a new one begins)."""
+        return outputs(self.run())
+
+    def run(self) -> Generator[Any, Any, None]:
+        """:meth:`__iter__` as a coroutine that also yields its model calls (:class:`~voicespec.engine.work.Work`)
+        and expects each one's result back: the form a batching scheduler drives."""
         decoder, resampler = self._waveform()
-        pending = False  # audio pushed into the codec since its last flush
+        self._pushed = False  # frames pushed into the codec since its last flush
         i = 0
         while not self.cancelled:
             step = self._next_step(i)
@@ -201,21 +224,32 @@ class SynthesisStream:
             if step is Step.WAIT:
                 yield None
             elif step is Step.SENTENCE:
-                for chunk in self._sentence(i, decoder, resampler):
-                    pending = True
-                    if chunk is not None:
-                        yield chunk
+                sentence, result = self._sentence(i, decoder, resampler), None
+                try:
+                    while True:
+                        try:
+                            item = sentence.send(result)
+                        except StopIteration:
+                            break
+                        result = None
+                        if isinstance(item, Work):
+                            result = yield item
+                        elif isinstance(item, AudioChunk):
+                            yield item
+                finally:
+                    sentence.close()
                 i += 1
             else:
-                if pending:
-                    yield from self._flush_codec(decoder, resampler, i - 1)
+                if self._pushed:
+                    if isinstance(tail := (yield from self._flush_codec(decoder, resampler, i - 1)), AudioChunk):
+                        yield tail
                     decoder, resampler = self._waveform()
-                    pending = False
                 yield step
         if self.cancelled:
             self.stats.decode.finish_reason = "cancelled"
-        elif pending:
-            yield from self._flush_codec(decoder, resampler, i - 1)
+        elif self._pushed:
+            if isinstance(tail := (yield from self._flush_codec(decoder, resampler, i - 1)), AudioChunk):
+                yield tail
         self.stats.wall_s = time.perf_counter() - self._t0
 
 

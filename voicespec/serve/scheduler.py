@@ -1,21 +1,27 @@
 """The server's synthesis side: text that arrives while it is spoken, and the decode worker.
 
-The model runs on one thread that steps the active contexts round-robin, one audio chunk per
-turn, so many sessions interleave at decode-step granularity and a cancel takes effect within one
-step. A context is skipped while its connection has too many chunks in flight (a slow reader
-slows only itself), while it waits for text, and while it is paced ahead of real time.
+The model runs on one thread in *ticks*: each tick advances every runnable context by one decode
+step, and the target passes of all of them run as one batched forward (continuous batching: a
+context joins the batch the tick after it starts and leaves it the tick it ends or is cancelled,
+giving its cache row back). A context sits out a tick while its connection has too many chunks in
+flight (a slow reader slows only itself), while it waits for text, and while it is paced ahead of
+real time. Each context's tokens are what it would decode alone: its code is the same coroutine
+(:meth:`SynthesisStream.run`), only who shares its forward changes.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from voicespec.engine.step_lm import Pass
+from voicespec.engine.work import DEFERRED, Work, run_works
 from voicespec.pipeline.synthesis import AudioChunk, Step, SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice
 
@@ -88,10 +94,12 @@ class Job:
     input_version: int = 0  # bumped by the event loop when text, a flush or the end arrives
     starved_at: int = -1  # the input_version at which the stream last had nothing to do
     finished: bool = False
-    busy_s: float = 0.0  # worker time spent on this job
+    busy_s: float = 0.0  # worker time spent on this job (its share of batched calls included)
     audio_s: float = 0.0
     t_first_audio: float | None = None
-    it: Iterator[Any] | None = None
+    it: Generator[Any, Any, None] | None = None
+    work: Work | None = None  # the call it is parked at, waiting for the next batch
+    failed: bool = False
 
 
 class _Finished:
@@ -106,18 +114,76 @@ class Failed:
 FINISHED = _Finished()
 
 
+class AudioWorker:
+    """The second thread: runs each tick's deferrable works (the codec decode of every session's
+    new frames, resampling) as one batch while the model thread goes on with the next tick, and
+    delivers every item of every job in order, so a job's audio always precedes its marks and
+    its end. At most ``backlog`` ticks wait for it: then the model thread waits too."""
+
+    def __init__(self, deliver: Callable[[Job, Any], None], deliver_audio: Callable[[Job, AudioChunk], None],
+                 backlog: int = 2) -> None:
+        self.deliver, self.deliver_audio = deliver, deliver_audio
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._room = threading.Semaphore(backlog)
+        self._thread = threading.Thread(target=self._run, name="voicespec-audio", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    def item(self, job: Job, item: Any) -> None:
+        self._queue.put((job, item))
+
+    def works(self, jobs: list[Job], works: list[Work]) -> None:
+        self._room.acquire()
+        self._queue.put((jobs, works))
+
+    def _run(self) -> None:
+        while (entry := self._queue.get()) is not None:
+            target, payload = entry
+            if isinstance(target, Job):
+                if isinstance(payload, AudioChunk):
+                    self.deliver_audio(target, payload)
+                else:
+                    self.deliver(target, payload)
+                continue
+            try:
+                t = time.perf_counter()
+                results = run_works(payload)
+                share = (time.perf_counter() - t) / len(payload)
+            except Exception as e:  # those contexts end; the event loop hears why
+                log.exception("audio stage failed")
+                for job in target:
+                    job.stream.cancel()
+                    self.deliver(job, Failed(e))
+                continue
+            finally:
+                self._room.release()
+            for job, result in zip(target, results):
+                job.busy_s += share
+                if isinstance(result, AudioChunk) and not job.failed:
+                    self.deliver_audio(job, result)
+
+
 class DecodeWorker:
-    """The one thread that runs the model: round-robin over runnable jobs, one chunk per turn."""
+    """The thread that runs the model, tick by tick over every runnable job (module docstring),
+    with an :class:`AudioWorker` beside it for the audio."""
 
     def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None]) -> None:
         self.queue_limit = queue_limit
-        self.deliver = deliver
-        self._jobs: deque[Job] = deque()
+        self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="voicespec-decode", daemon=True)
+        self._audio = AudioWorker(deliver, self._deliver_audio)
+        self.ticks = 0
+        self.batch_sizes: deque[int] = deque(maxlen=256)  # target passes per tick, recent ticks
 
     def start(self) -> None:
+        self._audio.start()
         self._thread.start()
 
     def stop(self) -> None:
@@ -125,6 +191,7 @@ class DecodeWorker:
             self._stopping = True
             self._cond.notify()
         self._thread.join(timeout=10)
+        self._audio.stop()
 
     def add(self, job: Job) -> None:
         with self._cond:
@@ -135,16 +202,16 @@ class DecodeWorker:
         with self._cond:
             self._cond.notify()
 
-    def _pick(self, now: float) -> tuple[Job | None, float | None]:
-        """The next runnable job (moved to the back of the line), else how long to wait."""
-        wait = None
-        for _ in range(len(self._jobs)):
-            job = self._jobs.popleft()
+    def _runnable(self, now: float) -> tuple[list[tuple[Job, int]], float | None]:
+        """The jobs that may take a step now (with their input version), else how long to wait.
+        Finished and cancelled jobs leave here, their caches freed on this thread."""
+        ready, wait, keep = [], None, []
+        for job in self._jobs:
             if job.finished or job.stream.cancelled:
                 if job.it is not None:
-                    job.it.close()  # frees the KV caches now, on this thread
+                    job.it.close()  # gives the cache rows back now
                 continue
-            self._jobs.append(job)
+            keep.append(job)
             if job.starved_at == job.input_version or job.credits.outstanding >= self.queue_limit:
                 continue
             if job.pacing_lead_s is not None and job.t_first_audio is not None:
@@ -152,8 +219,9 @@ class DecodeWorker:
                 if ahead > 0:
                     wait = ahead if wait is None else min(wait, ahead)
                     continue
-            return job, None
-        return None, wait
+            ready.append((job, job.input_version))
+        self._jobs = keep
+        return ready, (None if ready else wait)
 
     def _run(self) -> None:
         while True:
@@ -161,30 +229,92 @@ class DecodeWorker:
                 while True:
                     if self._stopping:
                         return
-                    job, wait = self._pick(time.perf_counter())
-                    if job is not None:
-                        version = job.input_version
+                    ready, wait = self._runnable(time.perf_counter())
+                    if ready:
                         break
                     self._cond.wait(wait)
+            self._tick(ready)
+
+    def _tick(self, ready: list[tuple[Job, int]]) -> None:
+        """One step of every ready job: each runs to the call it needs; the calls run batched, kind
+        by kind (deferrable ones on the audio thread), and each job resumes with its result, until
+        every job has made each kind of call at most once (one target pass, one codec push)."""
+        versions = dict(ready)
+        jobs = [job for job, _ in ready]
+        for job in jobs:
+            if job.work is None:
+                self._advance(job, None, versions[job])
+        made: dict[int, set[type]] = {id(j): set() for j in jobs}
+        while True:
+            batch = [j for j in jobs if j.work is not None and not j.finished and type(j.work) not in made[id(j)]]
+            if not batch:
+                break
+            for job in batch:
+                made[id(job)].add(type(job.work))
+            later = [j for j in batch if j.work.deferrable]
+            now = [j for j in batch if not j.work.deferrable]
+            if later:
+                self._audio.works(later, [j.work for j in later])
+                for job in later:
+                    job.work = None
+                    self._advance(job, DEFERRED, versions[job])
+            if not now:
+                continue
+            n_pass = sum(isinstance(j.work, Pass) for j in now)
+            if n_pass:
+                self.batch_sizes.append(n_pass)
             t = time.perf_counter()
             try:
-                if job.it is None:
-                    job.it = iter(job.stream)
-                item = next(job.it)
-            except StopIteration:
-                item = FINISHED
-            except Exception as e:  # a bug or a resource problem: end this context, keep serving
-                log.exception("synthesis failed")
-                item = Failed(e)
-            now = time.perf_counter()
-            job.busy_s += now - t
-            if item is None:
-                job.starved_at = version
+                results = run_works([j.work for j in now])
+            except Exception as e:  # a resource problem in a batched call: those contexts end, serving goes on
+                log.exception("batched call failed")
+                for job in now:
+                    self._end(job, Failed(e))
                 continue
-            if isinstance(item, AudioChunk):
-                job.credits.produced += 1
-                job.t_first_audio = job.t_first_audio or now
-                job.audio_s += item.pcm.numel() / job.stream.stats.sample_rate
-            elif item is FINISHED or isinstance(item, Failed):
-                job.finished = True
-            self.deliver(job, item)
+            share = (time.perf_counter() - t) / len(now)
+            for job, result in zip(now, results):
+                job.busy_s += share
+                job.work = None
+                self._advance(job, result, versions[job])
+        self.ticks += 1
+
+    def _advance(self, job: Job, value: Any, version: int) -> None:
+        """Resume ``job`` with ``value`` and run it until it parks at a call (:class:`Work`), waits
+        for text, or ends; what it yields on the way goes out through the audio thread, in order."""
+        t = time.perf_counter()
+        try:
+            if job.it is None:
+                job.it = job.stream.run()
+            while True:
+                item = job.it.send(value)
+                value = None
+                if isinstance(item, Work):
+                    job.work = item
+                    return
+                if item is None:
+                    job.starved_at = version
+                    return
+                self._audio.item(job, item)
+        except StopIteration:
+            self._end(job, FINISHED)
+        except Exception as e:  # a bug or a resource problem: end this context, keep serving
+            log.exception("synthesis failed")
+            self._end(job, Failed(e))
+        finally:
+            job.busy_s += time.perf_counter() - t
+
+    def _deliver_audio(self, job: Job, item: AudioChunk) -> None:
+        """On the audio thread: count the chunk against the job's credits and pacing, pass it on."""
+        now = time.perf_counter()
+        job.credits.produced += 1
+        job.t_first_audio = job.t_first_audio or now
+        job.audio_s += item.pcm.numel() / job.stream.stats.sample_rate
+        self._audio.deliver(job, item)
+
+    def _end(self, job: Job, item: Any) -> None:
+        job.finished = True
+        job.failed = isinstance(item, Failed)
+        job.work = None
+        if job.it is not None:
+            job.it.close()
+        self._audio.item(job, item)

@@ -49,6 +49,9 @@ class DraftSession(Protocol):
     def rollback(self, keep: int) -> None:
         """Only the first ``keep`` steps of the history are still valid (the rest was rejected)."""
 
+    def close(self) -> None:
+        """The request is over: give back what it holds (cache rows)."""
+
 
 class Drafter(Protocol):
     """Shared across requests (holds weights, settings); ``start`` makes the per-request part.

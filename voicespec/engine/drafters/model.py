@@ -44,6 +44,9 @@ class ModelDraftSession:
     def rollback(self, keep: int) -> None:
         self.session.truncate(keep)
 
+    def close(self) -> None:
+        self.session.close()
+
 
 class ModelDrafter:
     name = "draft-model"

@@ -53,6 +53,9 @@ class NGramSession:
     def rollback(self, keep: int) -> None:
         """Nothing to undo: only committed steps are ever indexed."""
 
+    def close(self) -> None:
+        """Nothing to give back: the index lives and dies with the session."""
+
 
 @dataclass(frozen=True)
 class NGramDrafter:

@@ -1,0 +1,127 @@
+"""The decode worker's continuous batching, driven directly (no sockets): many contexts share one
+batched target pass per tick, and each one's audio is what it would synthesize alone."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+import torch
+
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions, Synthesizer
+from voicespec.pipeline.tiny import build_tiny_voice
+from voicespec.pipeline.voice import Voice
+from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, IncrementalStream, Job
+
+TEXTS = ["Hello there.", "A much longer sentence, to keep its row busy for a while. And a second one.",
+         "Short.", "Numbers like 42 are spoken too.", "Yes? No!"]
+
+
+@pytest.fixture(scope="module")
+def coarse_voice(tmp_path_factory):
+    return Voice.load(build_tiny_voice(tmp_path_factory.mktemp("voices") / "coarse", layout="coarse"))
+
+
+class Collector:
+    """A ``deliver`` callback: every item per job; credits released at once (a fast reader)."""
+
+    def __init__(self, n: int) -> None:
+        self.hold: set[int] = set()  # contexts whose reader never reads
+        self.items: dict[int, list] = {}
+        self.done = threading.Semaphore(0)
+        self.lock = threading.Lock()
+
+    def __call__(self, job: Job, item) -> None:
+        with self.lock:
+            self.items.setdefault(job.ctx, []).append(item)
+        if isinstance(item, AudioChunk) and job.ctx not in self.hold:
+            job.credits.released += 1
+        if item is FINISHED or isinstance(item, Failed):
+            self.done.release()
+
+    def pcm(self, ctx: int) -> torch.Tensor:
+        return torch.cat([i.pcm for i in self.items[ctx] if isinstance(i, AudioChunk)])
+
+
+def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None):
+    got = Collector(len(texts))
+    worker = DecodeWorker(queue_limit=4, deliver=got)
+    jobs = []
+    for i, text in enumerate(texts):
+        stream = IncrementalStream(voice, text, options)
+        stream.close()
+        jobs.append(Job(stream, i, None, Credits(), None))
+    for job in jobs:  # all queued before the thread starts: the first tick batches them all
+        worker.add(job)
+    worker.start()
+    try:
+        for _ in texts:
+            assert got.done.acquire(timeout=120)
+    finally:
+        worker.stop()
+    return got, worker, jobs
+
+
+@pytest.mark.parametrize("layout", ["delay", "coarse"])
+@pytest.mark.parametrize("greedy", [True, False])
+def test_batched_contexts_each_get_their_offline_audio(layout, greedy, tiny_voice, coarse_voice):
+    voice = tiny_voice if layout == "delay" else coarse_voice
+    sampling = SamplingConfig(temperature=0) if greedy else voice.sampling
+    options = SynthesisOptions(DecodeConfig(sampling, seed=11, gamma=0))
+    got, worker, _ = _run_worker(voice, TEXTS, options)
+    assert max(worker.batch_sizes) == len(TEXTS) and min(worker.batch_sizes) < len(TEXTS)  # sessions joined and left
+    for i, text in enumerate(TEXTS):
+        alone, _ = Synthesizer(voice).synthesize(text, options)
+        assert got.items[i][-1] is FINISHED
+        assert torch.equal(got.pcm(i), alone), f"context {i} changed in the batch"
+
+
+def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):
+    """Blocks of different lengths (a draft of 3 beside plain steps) padded into one pass."""
+    plain = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=0))
+    drafted = replace(plain, decode=replace(plain.decode, gamma=3), drafter="draft-model")
+    got = Collector(2)
+    worker = DecodeWorker(queue_limit=4, deliver=got)
+    for i, options in enumerate((plain, drafted)):
+        stream = IncrementalStream(tiny_voice, TEXTS[1], options)
+        stream.close()
+        worker.add(Job(stream, i, None, Credits(), None))
+    worker.start()
+    try:
+        assert got.done.acquire(timeout=120) and got.done.acquire(timeout=120)
+    finally:
+        worker.stop()
+    assert max(worker.batch_sizes) == 2
+    for i, options in enumerate((plain, drafted)):
+        assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(TEXTS[1], options)[0])
+
+
+def test_ended_and_cancelled_contexts_give_their_cache_rows_back(coarse_voice):
+    """Context 0 never reads (its credits run out mid-sentence, so it holds its row), context 1
+    ends; cancelling 0 frees its row on the worker's next pass over the jobs."""
+    pool = coarse_voice.target.stack.pool
+    options = SynthesisOptions(DecodeConfig(coarse_voice.sampling, seed=1, gamma=0))
+    got = Collector(2)
+    got.hold = {0}
+    worker = DecodeWorker(queue_limit=2, deliver=got)
+    streams = [IncrementalStream(coarse_voice, text, options) for text in (TEXTS[1], TEXTS[2])]
+    for i, stream in enumerate(streams):
+        stream.close()
+        worker.add(Job(stream, i, None, Credits(), None))
+    worker.start()
+    try:
+        assert got.done.acquire(timeout=120)  # context 1 finished
+        # context 0: stalled once its credits ran out (the audio thread may deliver up to two
+        # ticks late, so the model thread can be that far past the limit)
+        assert pool.in_use == 1 and 2 <= len(got.items[0]) <= 4
+        streams[0].cancel()
+        worker.wake()
+        for _ in range(500):
+            if pool.in_use == 0:
+                break
+            threading.Event().wait(0.01)
+        assert pool.in_use == 0
+    finally:
+        worker.stop()

@@ -1,0 +1,75 @@
+"""Batched work as yields: a session's code says *what* it needs computed, a scheduler says *with whom*.
+
+A decoding coroutine (``Generation.advance``, ``SynthesisStream.run``) yields a :class:`Work` where
+it needs a model call (a target pass, say) and is resumed with the result. Run on its own
+(:func:`drive`, :func:`outputs`) each work is executed alone; a batching scheduler instead collects
+the works many sessions yield, executes each kind in one call (:func:`run_works`) and resumes every
+session with its share. The session's code is the same either way, so batched and unbatched
+decoding cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from typing import Any, ClassVar, TypeVar
+
+R = TypeVar("R")
+DEFERRED = object()  # what a deferred work's session is resumed with (see Work.deferrable)
+
+
+class Work:
+    """One session's share of a batched call. Subclasses implement :meth:`run`, which executes a
+    list of works of that class together and returns one result per work, in order.
+
+    ``deferrable``: the session only passes the result on (it is output, e.g. audio), so a
+    scheduler may run the work elsewhere, later, resume the session with :data:`DEFERRED` at once,
+    and deliver the result itself, in order with the session's other output."""
+
+    deferrable: ClassVar[bool] = False
+
+    @classmethod
+    def run(cls, works: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+
+def run_works(works: list[Work]) -> list[Any]:
+    """Execute ``works`` grouped by kind (one :meth:`Work.run` per class); results in input order."""
+    results: list[Any] = [None] * len(works)
+    kinds: dict[type, list[int]] = {}
+    for i, w in enumerate(works):
+        kinds.setdefault(type(w), []).append(i)
+    for kind, idx in kinds.items():
+        for i, r in zip(idx, kind.run([works[i] for i in idx])):
+            results[i] = r
+    return results
+
+
+def drive(co: Generator[Work, Any, R]) -> R:
+    """Run a coroutine that yields only works, each executed alone; return its value."""
+    result = None
+    while True:
+        try:
+            work = co.send(result)
+        except StopIteration as stop:
+            return stop.value
+        if not isinstance(work, Work):
+            raise TypeError(f"expected a Work, got {type(work).__name__}")
+        result = type(work).run([work])[0]
+
+
+def outputs(co: Generator[Any, Any, Any]) -> Iterator[Any]:
+    """The items a coroutine yields that are not works; each work is executed alone in between."""
+    result = None
+    try:
+        while True:
+            try:
+                item = co.send(result)
+            except StopIteration:
+                return
+            result = None
+            if isinstance(item, Work):
+                result = type(item).run([item])[0]
+            else:
+                yield item
+    finally:
+        co.close()
