@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from voicespec.bench.budget import budget_table, capacity, judge
-from voicespec.bench.load import LoadLevel
+from voicespec.bench.listeners import LoadLevel
 
 
 def test_budget_verdicts():

@@ -108,9 +108,8 @@ class Generation:
         ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator)
         return self.draft_session.propose(ctx, gamma)
 
-    def _verify(self, draft: Draft, raw: torch.Tensor) -> Verdict:
-        """The verdict on ``draft`` given the target's logits ``raw [γ+1, G, V]`` after each of its prefixes."""
-        warped = self.policy.warp(raw, self.state, draft.steps, self.generated)
+    def _verify(self, draft: Draft, warped: torch.Tensor) -> Verdict:
+        """The verdict on ``draft`` given the target's warped logits ``[γ+1, G, V]`` after each of its prefixes."""
         if self.config.sampling.greedy:
             return verify_greedy(draft.steps, warped)
         return verify_sampling(draft.steps, draft.probs, self.policy.probs(warped), self.generator)
@@ -135,7 +134,7 @@ class Generation:
         raw = (yield work)[-(n_draft + 1):]
         self._fine_from = block.shape[0] - n_draft - 1
         t2 = time.perf_counter()
-        verdict = self._verify(draft, raw)
+        verdict = self._verify(draft, (yield self.policy.warp_work(raw, self.state, draft.steps, self.generated)))
         verify_s = work.seconds + time.perf_counter() - t2  # the pass at this batch size, plus the verdict
 
         old = self.length

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from dataclasses import dataclass
+
 from voicespec.engine.layout import LayoutState, TokenLayout, masks_along
 from voicespec.engine.config import SamplingConfig
 from voicespec.engine.sampling import recent_tokens, sample, warp
+from voicespec.engine.work import Work
 
 
 class TokenPolicy:
@@ -24,11 +27,12 @@ class TokenPolicy:
         self, raw: torch.Tensor, state: LayoutState, block: torch.Tensor, generated: torch.Tensor
     ) -> torch.Tensor:
         """``raw``: ``[T+1, G, V]`` logits after each prefix of ``block`` (``[T, G]``)."""
-        masks = masks_along(self.layout, state, block)
-        recent = None
-        if self.sampling.uses_history:
-            recent = recent_tokens(generated, block, self.sampling.repetition_window)
-        return warp(raw, masks, self.sampling, recent)
+        return WarpWork.run([WarpWork(self, raw, state, block, generated)])[0]
+
+    def warp_work(self, raw: torch.Tensor, state: LayoutState, block: torch.Tensor,
+                  generated: torch.Tensor) -> WarpWork:
+        """:meth:`warp` as a call a scheduler may batch with other sessions' (same sampling)."""
+        return WarpWork(self, raw, state, block, generated)
 
     def probs(self, warped: torch.Tensor) -> torch.Tensor:
         return warped.softmax(-1)
@@ -38,3 +42,34 @@ class TokenPolicy:
         if self.sampling.greedy:
             return warped.argmax(-1)
         return sample(self.probs(warped), generator)
+
+
+@dataclass(eq=False)
+class WarpWork(Work):
+    """One session's :meth:`TokenPolicy.warp`. Sessions with the same sampling configuration warp
+    as one call: positions are independent rows (each with its own mask and recent tokens), so
+    stacking the rows of many sessions changes nothing for any of them."""
+
+    policy: TokenPolicy
+    raw: torch.Tensor
+    state: LayoutState
+    block: torch.Tensor
+    generated: torch.Tensor
+
+    @classmethod
+    def run(cls, works: list[WarpWork]) -> list[torch.Tensor]:
+        out: list[torch.Tensor | None] = [None] * len(works)
+        groups: dict[SamplingConfig, list[int]] = {}
+        for i, w in enumerate(works):
+            groups.setdefault(w.policy.sampling, []).append(i)
+        for sampling, idx in groups.items():
+            group = [works[i] for i in idx]
+            masks = torch.cat([masks_along(w.policy.layout, w.state, w.block) for w in group])
+            recent = None
+            if sampling.uses_history:
+                recent = torch.cat([recent_tokens(w.generated, w.block, sampling.repetition_window) for w in group])
+            raw = group[0].raw if len(group) == 1 else torch.cat([w.raw for w in group])
+            warped = warp(raw, masks, sampling, recent).split([w.raw.shape[0] for w in group])
+            for i, x in zip(idx, warped):
+                out[i] = x
+        return out

@@ -39,8 +39,8 @@ class LMSession:
     ``stack``: a plain-torch forward over a position-addressed cache it owns (``pool``, and
     ``forward(embeds, cache, rows, counts)``, e.g. :class:`voicespec.lm.llama.LlamaStack`); the
     session holds one row of it until :meth:`close` (or until it is collected) and rolls back by
-    moving that row's length. Its subclass says how steps embed (``_embed``) and how hidden states
-    read out (``_readout``). Without a stack, the model's own ``transformers`` forward over a
+    moving that row's length. Its subclass says how a batch of blocks embeds (``embed_batch``)
+    and how hidden states read out (``readout_batch``). Without a stack, the model's own ``transformers`` forward over a
     ``DynamicCache`` (any architecture; ``_dynamic_logits``)."""
 
     def __init__(self, model: PreTrainedModel, prefix: int = 0, stack: Any = None) -> None:
@@ -60,12 +60,15 @@ class LMSession:
         """Hidden states ``[1, T, D]`` of ``embeds [1, T, D]`` appended to this session's row."""
         return self.stack.forward(embeds, self.cache, [self.row])
 
-    def _embed(self, steps: torch.Tensor) -> torch.Tensor:
-        """Input embeddings ``[1, T, D]`` of ``steps [T, G]`` at positions ``length ..``."""
+    @classmethod
+    def embed_batch(cls, sessions: list[LMSession], blocks: list[torch.Tensor]) -> torch.Tensor:
+        """Input embeddings ``[B, T, D]`` of each session's block (``[T_b, G]``, at its positions
+        ``length ..``), padded to the longest: one embedding call for the whole batch."""
         raise NotImplementedError
 
-    def _readout(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits ``[T, G, V]`` of final hidden states ``[T, D]``."""
+    @classmethod
+    def readout_batch(cls, sessions: list[LMSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
+        """Logits ``[T_b, G, V]`` of each session's first ``counts[b]`` final hidden states ``[B, T, D]``."""
         raise NotImplementedError
 
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
@@ -75,9 +78,8 @@ class LMSession:
     def forward(self, steps: torch.Tensor) -> torch.Tensor:
         """Append ``steps`` (``[T, G]``) to the cache; return their logits ``[T, G, V]``."""
         if self.stack is not None:
-            logits = self._readout(self.append(self._embed(steps))[0])
-        else:
-            logits = self._dynamic_logits(steps)
+            return forward_batch([self], [steps])[0]
+        logits = self._dynamic_logits(steps)
         self.length += steps.shape[0]
         return logits
 
@@ -93,8 +95,8 @@ class LMSession:
 
 @torch.inference_mode()
 def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor]) -> list[torch.Tensor]:
-    """``LMSession.forward`` of each session on its block (``[T_i, G]``), as one padded pass per
-    stack: logits ``[T_i, G, V]`` each, equal to the unbatched ones within float tolerance."""
+    """``LMSession.forward`` of each session on its block (``[T_b, G]``), as one padded pass per
+    stack: logits ``[T_b, G, V]`` each, equal to the unbatched ones within float tolerance."""
     out: list[torch.Tensor | None] = [None] * len(sessions)
     by_stack: dict[int, list[int]] = {}
     for i, s in enumerate(sessions):
@@ -103,19 +105,12 @@ def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor]) -> list
         else:
             by_stack.setdefault(id(s.stack), []).append(i)
     for idx in by_stack.values():
-        if len(idx) == 1:
-            out[idx[0]] = sessions[idx[0]].forward(blocks[idx[0]])
-            continue
-        group = [sessions[i] for i in idx]
-        embeds = [s._embed(blocks[i])[0] for s, i in zip(group, idx)]  # [T_i, D]
-        counts = [e.shape[0] for e in embeds]
-        x = embeds[0].new_zeros(len(group), max(counts), embeds[0].shape[1])
-        for b, e in enumerate(embeds):
-            x[b, : e.shape[0]] = e
-        h = group[0].stack.forward(x, group[0].cache, [s.row for s in group], counts)
-        for b, (s, i) in enumerate(zip(group, idx)):
-            out[i] = s._readout(h[b, : counts[b]])
-            s.length += counts[b]
+        group, steps = [sessions[i] for i in idx], [blocks[i] for i in idx]
+        kind, counts = type(group[0]), [b.shape[0] for b in steps]
+        h = group[0].stack.forward(kind.embed_batch(group, steps), group[0].cache, [s.row for s in group], counts)
+        for i, s, n, logits in zip(idx, group, counts, kind.readout_batch(group, h, counts)):
+            out[i] = logits
+            s.length += n
     return out
 
 

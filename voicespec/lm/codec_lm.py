@@ -283,13 +283,26 @@ class CodecLMSession(LMSession):
             rows = torch.cat([rows, torch.tensor([END_ROW]).repeat(n - rows.shape[0], 1)])
         return rows.unsqueeze(0)
 
-    def _embed(self, steps: torch.Tensor) -> torch.Tensor:
-        return self.model.embed(None, steps.unsqueeze(0), self.track_rows(self.length, steps.shape[0]))
+    @classmethod
+    def embed_batch(cls, sessions: list[CodecLMSession], blocks: list[torch.Tensor]) -> torch.Tensor:
+        model = sessions[0].model
+        T = max(b.shape[0] for b in blocks)
+        codes = torch.zeros(len(blocks), T, blocks[0].shape[1], dtype=torch.long)  # [B, T, G], padding 0
+        track = torch.tensor(END_ROW).repeat(len(blocks), T, 1) if model.aligned else None  # [B, T, 4]
+        for i, (s, b) in enumerate(zip(sessions, blocks)):
+            codes[i, : b.shape[0]] = b
+            if track is not None:
+                track[i, : b.shape[0]] = s.track_rows(s.length, b.shape[0])[0]
+        return model.embed(None, codes, track)
 
-    def _readout(self, hidden: torch.Tensor) -> torch.Tensor:
-        if self.model.fine is not None:
-            self.hidden = hidden
-        return self.model.heads(hidden).view(hidden.shape[0], self.model.n_codebooks, self.model.head_vocab)
+    @classmethod
+    def readout_batch(cls, sessions: list[CodecLMSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
+        model = sessions[0].model
+        logits = model.heads(hidden).view(*hidden.shape[:2], model.n_codebooks, model.head_vocab)  # [B, T, G, V]
+        for i, (s, n) in enumerate(zip(sessions, counts)):
+            if model.fine is not None:
+                s.hidden = hidden[i, :n]
+        return [logits[i, :n] for i, n in enumerate(counts)]
 
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
         track = self.track_rows(self.length, steps.shape[0])

@@ -44,11 +44,17 @@ class LayoutMaskProcessor(LogitsProcessor):
 
 
 class HFSession(LMSession):
-    def _embed(self, steps: torch.Tensor) -> torch.Tensor:
-        return self.model.get_input_embeddings()(steps.T)
+    @classmethod
+    def embed_batch(cls, sessions: list[HFSession], blocks: list[torch.Tensor]) -> torch.Tensor:
+        ids = torch.zeros(len(blocks), max(b.shape[0] for b in blocks), dtype=torch.long)
+        for i, b in enumerate(blocks):
+            ids[i, : b.shape[0]] = b[:, 0]
+        return sessions[0].model.get_input_embeddings()(ids)
 
-    def _readout(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.model.get_output_embeddings()(hidden).unsqueeze(1)
+    @classmethod
+    def readout_batch(cls, sessions: list[HFSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
+        logits = sessions[0].model.get_output_embeddings()(hidden).unsqueeze(2)  # [B, T, 1, V]
+        return [logits[i, :n] for i, n in enumerate(counts)]
 
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=steps.T, cache=self.cache, use_cache=True)
