@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 import subprocess
@@ -253,6 +254,50 @@ def test_disconnect_mid_stream_frees_the_slot(tiny_voice, parse_exposition):
         m = metrics(server, parse_exposition)
         assert m['voicespec_contexts_total{outcome="disconnected"}'] == 1 and m["voicespec_active_contexts"] == 0
         assert run(come_back())["sentences"] == 1  # the only slot is free again
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.slow
+def test_a_thousand_mid_stream_disconnects_leave_nothing_behind(tiny_voice, parse_exposition):
+    """1,000 clients drop mid-stream (TCP reset, or a close frame), 50 at a time, each after its
+    first audio: no cache row, job, session or file descriptor stays behind, and memory levels off."""
+    pool = tiny_voice.target.stack.pool
+
+    async def drop(i: int) -> None:
+        c = TTSClient(ws_url(server))
+        await c.__aenter__()
+        await c.start(**START)
+        await c.send("text", context_id="x", text="This one is left behind. " * 4)
+        await c.send("end", context_id="x")
+        assert isinstance(await c.next_event("x", timeout=30), Audio)
+        if i % 2:
+            c.ws.transport.abort()  # a reset: no close frame
+        else:
+            await c.__aexit__(None, None, None)
+
+    async def wave(start: int) -> None:
+        await asyncio.gather(*(drop(i) for i in range(start, start + 50)))
+
+    with running(tiny_voice, max_sessions=50) as server:
+        run(wave(0))  # warm: the pool and the allocator reach their working size
+        wait_for(lambda: not server.worker._jobs and pool.in_use == 0)
+        fds, rss = _fds(), _rss_mb()
+        for start in range(50, 1000, 50):
+            run(wave(start))
+        wait_for(lambda: metrics(server, parse_exposition)["voicespec_active_sessions"] == 0)
+        wait_for(lambda: not server.worker._jobs and pool.in_use == 0)
+        m = metrics(server, parse_exposition)
+        assert m['voicespec_contexts_total{outcome="disconnected"}'] == 1000 and m["voicespec_active_contexts"] == 0
+        assert _fds() <= fds + 2, "file descriptors leaked"
+        assert _rss_mb() < rss + 64, f"memory grew from {rss:.0f} to {_rss_mb():.0f} MB"
 
 
 def test_at_capacity_is_refused_with_an_error_and_1013(tiny_voice, parse_exposition):
