@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-fast install clean
+.PHONY: serve test test-fast install clean gpu-wheels
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,6 +24,12 @@ test: $(STAMP)
 # The fast tier (under 2 minutes on 2 cores): everything but the tests marked slow.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# Wheels of the dependencies a device machine lacks (it has torch and transformers, no network):
+# carry .gpu-wheels with the call that runs scripts/gpu-check.sh.
+gpu-wheels: $(STAMP)
+	$(BIN)/pip download -q --no-deps -d .gpu-wheels encodec websockets soundfile gruut gruut-lang-en gruut-ipa \
+		prometheus-client num2words python-crfsuite jsonlines dateparser babel
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

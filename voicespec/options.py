@@ -16,6 +16,23 @@ from voicespec.engine.controller import check_gamma
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)  # output rates a request may ask for
 ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # PCM encodings, bytes per sample
 GAMMA_HELP = "draft length per step (an integer >= 0), or 'auto' for the adaptive controller"
+DTYPES = ("float32", "bfloat16", "float16")  # the LM's weights and KV cache; the codec stays float32
+DEVICE_HELP = "where the LM and the codec run: auto (the GPU if there is one), cpu, cuda, cuda:N (default auto)"
+DTYPE_HELP = f"LM weights and KV cache: {', '.join(DTYPES)} (default float32; bfloat16 pays on GPUs, not on CPUs)"
+
+
+def check_device(device: Any) -> str:
+    """A device name torch understands, checked without importing torch: auto, cpu, cuda[:N], mps."""
+    if isinstance(device, str) and (device in ("auto", "cpu", "cuda", "mps") or
+                                    (device.startswith("cuda:") and device[5:].isdigit())):
+        return device
+    raise ValueError(f"device must be auto, cpu, cuda, cuda:N or mps, got {device!r}")
+
+
+def check_dtype(dtype: Any) -> str:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return dtype
 
 
 def parse_gamma(text: str) -> int | str:

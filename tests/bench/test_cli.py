@@ -24,8 +24,10 @@ def test_prompts_file_and_config_from_args(tmp_path):
         read_prompts(tmp_path / "missing.txt")
     p = Parser()
     add_bench_args(p)
-    quick = config_from_args(p.parse_args(["--quick", "--gammas", "1,3", "--concurrency", "0", "--prompts", str(f)]))
+    quick = config_from_args(p.parse_args(["--quick", "--gammas", "1,3", "--concurrency", "0", "--batch-sizes", "0",
+                                           "--prompts", str(f)]))
     assert quick.gammas == (1, 3) and quick.repeats == 1 and quick.concurrency == () and quick.prompts == read_prompts(f)
+    assert quick.batch_sizes == ()
     assert config_from_args(p.parse_args(["--no-peer"])).peer is False
     with pytest.raises(ValueError):
         BenchConfig(gammas=(0, 2))
@@ -42,13 +44,13 @@ def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys)
     prompts.write_text("Hello there.\n")
     out = tmp_path / "out"
     code = main(["bench", "--voice", str(flat_voice_dir), "--prompts", str(prompts), "--gammas", "2", "--repeats", "1",
-                 "--max-steps", "24", "--concurrency", "1,2", "--latency-budget-ms", "5000", "--out", str(out)])
+                 "--max-steps", "24", "--concurrency", "1,2", "--batch-sizes", "1,3", "--latency-budget-ms", "5000", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
     assert "## Decoding — greedy" in printed and "## Latency budget" in printed
     result = json.loads((out / "bench.json").read_text())
-    assert set(result) == {"config", "environment", "voice", "baseline", "decode", "streaming", "load", "memory",
-                           "budget", "mismatches", "wall_s"}
+    assert set(result) == {"config", "environment", "voice", "baseline", "decode", "streaming", "batching", "load",
+                           "memory", "budget", "mismatches", "wall_s"}
     assert result["config"]["gammas"] == [2] and result["config"]["max_steps"] == 24
     assert result["environment"]["packages"]["torch"] and result["voice"]["path"] == str(flat_voice_dir.resolve())
     assert result["mismatches"] == 0
@@ -76,6 +78,11 @@ def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys)
         assert s["ttfa_ms"]["p50"] > 0 and s["audio_s"] > 0
     run = result["streaming"]["runs"][0]
     assert run["arrivals"] and set(run["playout"]) >= {"underruns", "stall_s", "min_lead_s"}
+
+    batching = result["batching"]
+    assert [lv["sessions"] for lv in batching] == [1, 3] and all(lv["errors"] == 0 for lv in batching)
+    assert batching[0]["mean_batch"] == 1 and 1 < batching[1]["mean_batch"] <= 3 and batching[1]["audio_x_realtime"] > 0
+    assert "## Batched engine" in printed
 
     load = result["load"]
     assert [(lv["method"], lv["clients"]) for lv in load["levels"]] == [

@@ -78,6 +78,26 @@ def test_batched_contexts_each_get_their_offline_audio(layout, greedy, tiny_voic
         assert torch.equal(got.pcm(i), alone), f"context {i} changed in the batch"
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_batched_equals_alone_on_the_voices_device_and_dtype(device, dtype, tmp_path_factory):
+    """The LM (and its cache) on ``device`` in ``dtype``, verification on the host: still the
+    offline audio for every context of a batch."""
+    folder = build_tiny_voice(tmp_path_factory.mktemp("voices") / "v", layout="coarse")
+    voice = Voice.load(folder, device, dtype)
+    weights = next(voice.target.model.parameters())
+    assert weights.device.type == device and str(weights.dtype) == f"torch.{dtype}"
+    assert voice.target.stack.pool.k.device.type == device and voice.target.stack.pool.k.dtype == weights.dtype
+    options = SynthesisOptions(DecodeConfig(voice.sampling, seed=5, gamma=0))
+    got, worker, _ = _run_worker(voice, TEXTS[:3], options)
+    assert max(worker.batch_sizes) == 3
+    for i, text in enumerate(TEXTS[:3]):
+        assert torch.equal(got.pcm(i), Synthesizer(voice).synthesize(text, options)[0])
+
+
 def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):
     """Blocks of different lengths (a draft of 3 beside plain steps) padded into one pass."""
     plain = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=0))

@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from voicespec.bench.config import BenchConfig, read_prompts
+from voicespec.cli.args import device_arg, dtype_arg
+from voicespec.options import DEVICE_HELP, DTYPE_HELP
 
 
 def _ints(value: str) -> tuple[int, ...]:
@@ -40,9 +42,12 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, help="decode steps per sentence at most")
     p.add_argument("--seed", type=int)
     p.add_argument("--concurrency", type=_ints, help="client counts for the server load test, e.g. 1,2,4 (0: skip it)")
+    p.add_argument("--batch-sizes", type=_ints, help="session counts for the batched engine without sockets, e.g. 1,16,64 (0: skip it)")
     p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
     p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")
     p.add_argument("--threads", type=int, help="torch threads (default 1; 0: torch's default)")
+    p.add_argument("--device", type=device_arg, help=DEVICE_HELP)
+    p.add_argument("--dtype", type=dtype_arg, help=DTYPE_HELP)
     p.add_argument("--no-peer", dest="peer", action="store_false", default=None, help="skip the transformers peers")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="skip the PNG plots")
     p.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for bench.json, report.md and PNGs")
@@ -53,10 +58,12 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if args.quick:
         config = config.quick()
     given = {k: getattr(args, k) for k in ("drafters", "gammas", "modes", "repeats", "warmup", "max_steps", "seed",
-                                           "concurrency", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads")
+                                           "concurrency", "batch_sizes", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
+                                           "device", "dtype")
              if getattr(args, k) is not None}
-    if given.get("concurrency") == (0,):
-        given["concurrency"] = ()
+    for name in ("concurrency", "batch_sizes"):
+        if given.get(name) == (0,):
+            given[name] = ()
     return replace(config, **given)
 
 
@@ -72,7 +79,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if config.threads:
         torch.set_num_threads(config.threads)
     rss0 = machine.rss_mb()
-    voice = load_voice(config.voice)
+    voice = load_voice(config.voice, config.device, config.dtype)
     result = Bench(config, voice, rss0).run()
     result["voice"]["path"] = str(resolve_voice(config.voice).resolve())
     paths = write_outputs(result, args.out, config.plots)

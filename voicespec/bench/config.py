@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from voicespec.options import check_device, check_dtype
 from voicespec.paths import SAMPLES_DIR
 
 BUILTIN_PROMPTS = (
@@ -33,12 +34,15 @@ class BenchConfig:
     seed: int = 0
     peer: bool = True
     prebuffer_ms: float = 200.0
-    concurrency: tuple[int, ...] = (1, 2, 4, 8)
+    concurrency: tuple[int, ...] = (1, 4, 8, 12, 16, 24)
+    batch_sizes: tuple[int, ...] = (1, 4, 16, 64)  # sessions on the batched engine, no sockets (bench/batching.py)
     latency_budget_ms: float | None = None
     plots: bool = True
     # torch intra-op threads (0: torch's default). One decoding sequence of a small model gains
     # little from more, and on a shared machine extra threads only add contention and noise.
     threads: int = 1
+    device: str = "auto"  # where the voice runs (options.DEVICE_HELP)
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -49,16 +53,18 @@ class BenchConfig:
             raise ValueError(f"unknown modes {sorted(unknown)} (greedy, sampling)")
         if self.repeats < 1 or self.warmup < 0 or self.max_steps < 1:
             raise ValueError("repeats and max_steps must be >= 1, warmup >= 0")
-        if any(n < 1 for n in self.concurrency):
-            raise ValueError(f"client counts must be >= 1, got {self.concurrency}")
+        if any(n < 1 for n in self.concurrency) or any(n < 1 for n in self.batch_sizes):
+            raise ValueError(f"client and session counts must be >= 1, got {self.concurrency} and {self.batch_sizes}")
         if self.prebuffer_ms < 0 or self.threads < 0:
             raise ValueError("prebuffer_ms and threads must be >= 0")
+        check_device(self.device)
+        check_dtype(self.dtype)
 
     def quick(self) -> BenchConfig:
         """The short run (< 3 minutes on 2 CPU cores): two prompts, two γ, one round, capped length.
         Options given explicitly on the command line are applied after this."""
         return replace(self, prompts=self.prompts[:2], gammas=(2, 4), repeats=1, max_steps=min(self.max_steps, 150),
-                       concurrency=(1, 2, 4))
+                       concurrency=(1, 4, 8), batch_sizes=(1, 16))
 
 
 def read_prompts(path: Path | None) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from voicespec.pipeline.voice import Voice
 from voicespec.bench import machine
 from voicespec.bench.budget import budget_table, capacity
 from voicespec.bench.config import BenchConfig
+from voicespec.bench.batching import run_batching
 from voicespec.bench.load import run_load
 from voicespec.bench.peer import counterpart, peer_methods
 from voicespec.bench.runner import Case, EngineMethod, Method, run_interleaved
@@ -110,11 +111,19 @@ class Bench:
         return {"levels": levels, "capacity": {s.name: capacity([lv for lv in levels if lv["method"] == s.name],
                                                                  cfg.latency_budget_ms) for s in specs}}
 
+    def _batching(self) -> list[dict[str, Any]]:
+        cfg = self.config
+        if not cfg.batch_sizes:
+            return []
+        _log(f"batched engine: sessions {', '.join(map(str, cfg.batch_sizes))}")
+        return [lv.to_dict() for lv in run_batching(self.voice, cfg.prompts, cfg.batch_sizes, cfg.max_steps, cfg.seed)]
+
     def run(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         engine = self._engine_methods()
         decode = self._decode(engine)
         streaming = self._streaming(engine)
+        batching = self._batching()
         load = self._load()
         budget = budget_table(streaming["methods"], self.config.latency_budget_ms)
         self.memory["peak_rss_mb"] = machine.peak_rss_mb()
@@ -128,6 +137,7 @@ class Bench:
             "baseline": BASELINE,
             "decode": decode,
             "streaming": streaming,
+            "batching": batching,
             "load": load,
             "memory": self.memory,
             "budget": {"budget_ms": self.config.latency_budget_ms, "verdicts": [asdict(v) for v in budget]},

@@ -71,6 +71,14 @@ def _load_section(load: dict[str, Any]) -> str:
             + f"\n\nLargest client count with every level up to it clean: {cap}")
 
 
+def _batching_section(levels: list[dict[str, Any]]) -> str:
+    rows = [[str(lv["sessions"]), _f(lv["ms_per_tick"], ".1f"), _f(lv["mean_batch"], ".1f"), _f(lv["steps_per_s"], ".0f"),
+             _f(lv["audio_x_realtime"], ".1f"), str(lv["errors"])] for lv in levels]
+    header = ["sessions", "ms per tick", "mean batch", "session-steps/s", "audio × real time (all)", "errors"]
+    return ("## Batched engine (no sockets)\n\nEvery active session's target pass, fine stage and codec call batched "
+            "per tick (plain decoding, the voice's sampling).\n\n" + _table(header, rows))
+
+
 def _memory_section(mem: dict[str, Any]) -> str:
     parts = [f"peak RSS {mem['peak_rss_mb']:.0f} MB", f"voice {_f(mem['voice_rss_mb'], '.0f')} MB"]
     parts += [f"drafter {n}: weights {d['weights_mb']:.1f} MB, RSS +{d['rss_delta_mb']:.1f} MB" for n, d in mem["drafters"].items()]
@@ -100,6 +108,8 @@ def markdown(result: dict[str, Any], images: Sequence[str] = ()) -> str:
             f"Voice: {voice.get('path', voice['name'])}. transformers peers: {peers}.")
     sections = [head] + [_decode_section(mode, d) for mode, d in result["decode"]["modes"].items()]
     sections.append(_streaming_section(result["streaming"], cfg["prebuffer_ms"]))
+    if result.get("batching"):
+        sections.append(_batching_section(result["batching"]))
     if result["load"]:
         sections.append(_load_section(result["load"]))
     sections.append(_memory_section(result["memory"]))

@@ -87,6 +87,7 @@ def build_parser() -> Parser:
     p.add_argument("--host", default=S.host)
     p.add_argument("--port", type=A.port_arg, default=S.port, help=f"0 picks a free port (default {S.port})")
     p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    A.add_device_args(p)
     p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
     p.add_argument("--gamma", type=A.gamma_arg, default=S.gamma, help=f"default draft length, or 'auto' (default {S.gamma})")
     p.add_argument("--max-sessions", type=A.positive(int, "max sessions"), default=S.max_sessions)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from urllib.parse import urlsplit
 
-from voicespec.options import ENCODINGS, GAMMA_HELP, SAMPLE_RATES, SAMPLING_OPTIONS, parse_gamma
+from voicespec.options import (DEVICE_HELP, DTYPE_HELP, ENCODINGS, GAMMA_HELP, SAMPLE_RATES, SAMPLING_OPTIONS,
+                               check_device, check_dtype, parse_gamma)
 
 
 class CliError(Exception):
@@ -30,6 +31,8 @@ def _typed(convert, what: str):
 
 
 gamma_arg = _typed(parse_gamma, "gamma")
+device_arg = _typed(check_device, "device")
+dtype_arg = _typed(check_dtype, "dtype")
 
 
 def _ids(value: str) -> list[int]:
@@ -109,8 +112,14 @@ def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "au
     p.add_argument("--max-steps", type=positive(int, "max steps"), default=2000)
 
 
+def add_device_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", type=device_arg, default="auto", help=DEVICE_HELP)
+    p.add_argument("--dtype", type=dtype_arg, default="float32", help=DTYPE_HELP)
+
+
 def add_voice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    add_device_args(p)
     p.add_argument("--drafter", help="none, ngram or a draft model shipped with the voice (default: the voice's)")
     p.add_argument("--sample-rate", type=sample_rate_arg,
                    help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the codec's)")

@@ -46,7 +46,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     from voicespec.pipeline.voice import load_voice
 
     check_audio_path(args.output)
-    voice = load_voice(args.model)
+    voice = load_voice(args.model, args.device, args.dtype)
     stream = Synthesizer(voice).stream(args.text, synthesis_options(args, voice))
     chunks = [chunk.pcm for chunk in stream]
     pcm = torch.cat(chunks) if chunks else torch.zeros(0)
@@ -71,7 +71,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     def synthesizer_for(name: str | None) -> Synthesizer:
         key = name or args.model
         if key not in voices:
-            voices[key] = Synthesizer(load_voice(key))
+            voices[key] = Synthesizer(load_voice(key, args.device, args.dtype))
         return voices[key]
 
     default = synthesizer_for(None)  # the default voice must load, or nothing can be done
@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,
         max_sessions=args.max_sessions, api_key=args.api_key, allowed_origins=tuple(args.allowed_origin),
         max_text_chars=args.max_text_chars, max_message_bytes=args.max_message_bytes,
-        inactivity_timeout_s=args.inactivity_timeout, frame_cache_mb=args.frame_cache_mb, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+        inactivity_timeout_s=args.inactivity_timeout, frame_cache_mb=args.frame_cache_mb, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
     )
 
     def ready(server) -> None:

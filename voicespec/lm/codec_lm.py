@@ -143,11 +143,11 @@ class FineStage(nn.Module):
         for j in range(max(n, default=0)):
             rows = [b for b, m in enumerate(n) if m > j]
             col = torch.empty(self.K, len(rows), dtype=torch.long, device=device)  # frame j of each row's session
-            col[0] = torch.stack([coarse[b][j] for b in rows])
+            col[0] = torch.stack([coarse[b][j] for b in rows]).to(device)
             x = torch.stack([base[b][j] for b in rows]) + self.prev(prev[rows] + offsets).sum(1)  # [R, W]
             for k, mlp in enumerate(self.depth, start=1):
                 x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
-                col[k] = pick(mlp(x), rows)
+                col[k] = pick(mlp(x), rows).to(device)
             for i, b in enumerate(rows):
                 frames[b][:, j] = col[:, i]
             prev[rows] = col.T
@@ -293,7 +293,7 @@ class CodecLMSession(LMSession):
             codes[i, : b.shape[0]] = b
             if track is not None:
                 track[i, : b.shape[0]] = s.track_rows(s.length, b.shape[0])[0]
-        return model.embed(None, codes, track)
+        return model.embed(None, codes.to(model.device), None if track is None else track.to(model.device))
 
     @classmethod
     def readout_batch(cls, sessions: list[CodecLMSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
@@ -301,15 +301,17 @@ class CodecLMSession(LMSession):
         logits = model.heads(hidden).view(*hidden.shape[:2], model.n_codebooks, model.head_vocab)  # [B, T, G, V]
         for i, (s, n) in enumerate(zip(sessions, counts)):
             if model.fine is not None:
-                s.hidden = hidden[i, :n]
+                s.hidden = hidden[i, :n]  # stays on the device: the fine stage's input
+        logits = logits.float().cpu()  # one transfer per pass: verification runs on the host
         return [logits[i, :n] for i, n in enumerate(counts)]
 
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
-        track = self.track_rows(self.length, steps.shape[0])
-        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0), track=track, cache=self.cache, use_cache=True)
+        track, device = self.track_rows(self.length, steps.shape[0]), self.model.device
+        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0).to(device), cache=self.cache, use_cache=True,
+                                                 track=None if track is None else track.to(device))
         if self.model.fine is not None:
             self.hidden = h[0]
-        return logits[0]
+        return logits[0].float().cpu()
 
     def fine_work(self, coarse: torch.Tensor, first: int, sampling: SamplingConfig,
                   generator: torch.Generator | None) -> FineWork:
@@ -340,12 +342,13 @@ class FineWork(Work):
             groups.setdefault((id(w.session.model), w.sampling), []).append(i)
         for (_, sampling), idx in groups.items():
             group = [works[i] for i in idx]
-            generators = [w.generator for w in group]
-            frames = group[0].session.model.fine.generate(
+            generators, model = [w.generator for w in group], group[0].session.model
+            frames = model.fine.generate(  # on the model's device; picks on the host, with the sessions' generators
                 [w.session.hidden[w.first: w.first + w.coarse.shape[0]] for w in group], [w.coarse for w in group],
-                torch.stack([w.session.prev for w in group]),
-                lambda logits, rows: choose_rows(logits, sampling, [generators[r] for r in rows]))
+                torch.stack([w.session.prev for w in group]).to(model.device),
+                lambda logits, rows: choose_rows(logits.float().cpu(), sampling, [generators[r] for r in rows]))
             for i, w, f in zip(idx, group, frames):
+                f = f.cpu()
                 if f.shape[1]:
                     w.session.prev = f[:, -1]
                 out[i] = f
@@ -374,8 +377,10 @@ class CodecStepLM:
         context = prompt.steps[:-1]
         if session.prefix or context.shape[0]:
             with torch.inference_mode():
-                text, codes = prompt.text.unsqueeze(0), context.unsqueeze(0)
+                device = self.model.device
+                text, codes = prompt.text.unsqueeze(0).to(device), context.unsqueeze(0).to(device)
                 rows = session.track_rows(0, context.shape[0])
+                rows = None if rows is None else rows.to(device)
                 if self.stack is not None:
                     session.append(self.model.embed(text, codes, rows))
                 else:

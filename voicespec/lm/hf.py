@@ -49,16 +49,17 @@ class HFSession(LMSession):
         ids = torch.zeros(len(blocks), max(b.shape[0] for b in blocks), dtype=torch.long)
         for i, b in enumerate(blocks):
             ids[i, : b.shape[0]] = b[:, 0]
-        return sessions[0].model.get_input_embeddings()(ids)
+        model = sessions[0].model
+        return model.get_input_embeddings()(ids.to(model.device))
 
     @classmethod
     def readout_batch(cls, sessions: list[HFSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
-        logits = sessions[0].model.get_output_embeddings()(hidden).unsqueeze(2)  # [B, T, 1, V]
+        logits = sessions[0].model.get_output_embeddings()(hidden).unsqueeze(2).float().cpu()  # [B, T, 1, V], on the host
         return [logits[i, :n] for i, n in enumerate(counts)]
 
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=steps.T, cache=self.cache, use_cache=True)
-        return out.logits[0].unsqueeze(1)
+        out = self.model(input_ids=steps.T.to(self.model.device), cache=self.cache, use_cache=True)
+        return out.logits[0].unsqueeze(1).float().cpu()
 
 
 class HFCausalLM:

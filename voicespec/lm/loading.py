@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
@@ -40,13 +41,15 @@ def _check_folder(path: str) -> None:
         raise FileNotFoundError(f"{path}: no such model folder")
 
 
-def load_step_lm(path: str, layout: TokenLayout | dict[str, Any] | None = None, **kw: Any) -> StepLM:
-    """Load a model folder (or hub id) as a step LM ready for the decoder."""
+def load_step_lm(path: str, layout: TokenLayout | dict[str, Any] | None = None, device: str | torch.device = "cpu",
+                 dtype: torch.dtype | None = None, **kw: Any) -> StepLM:
+    """Load a model folder (or hub id) as a step LM ready for the decoder, its weights (and so its
+    KV cache) on ``device`` in ``dtype`` (default: as saved)."""
     _check_folder(path)
     config = AutoConfig.from_pretrained(path)
     if isinstance(config, CodecLMConfig):
-        return CodecStepLM(CodecLM.from_pretrained(path, **kw))
-    model = AutoModelForCausalLM.from_pretrained(path, **kw)
+        return CodecStepLM(CodecLM.from_pretrained(path, **kw).to(device, dtype))
+    model = AutoModelForCausalLM.from_pretrained(path, **kw).to(device, dtype)
     if isinstance(layout, dict):
         layout = layout_from_dict(layout)
     if layout is None:

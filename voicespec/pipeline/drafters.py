@@ -22,13 +22,14 @@ def drafter_names(draft_models: Mapping[str, str | Path]) -> list[str]:
 
 
 def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapping[str, Any] | None = None,
-                  owner: str = "") -> Drafter | None:
-    """The drafter called ``name`` (None for ``none``); ValueError lists the names there are."""
+                  owner: str = "", device: Any = "cpu", dtype: Any = None) -> Drafter | None:
+    """The drafter called ``name`` (None for ``none``; a draft model on ``device`` in ``dtype``);
+    ValueError lists the names there are."""
     if name == "none":
         return None
     if name == "ngram":
         return NGramDrafter(**(ngram or {}))
     if name in draft_models:
-        return ModelDrafter(load_step_lm(str(draft_models[name])))
+        return ModelDrafter(load_step_lm(str(draft_models[name]), device=device, dtype=dtype))
     where = f" for {owner}" if owner else ""
     raise ValueError(f"unknown drafter {name!r}{where}; choose one of: {', '.join(drafter_names(draft_models))}")

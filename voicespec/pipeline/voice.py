@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from voicespec.codec.model import Codec
 from voicespec.engine.drafters import Drafter
 from voicespec.frontend.duration import DurationModel, frame_track, load_duration
@@ -27,6 +29,7 @@ from voicespec.codec.stream import CodecStream
 from voicespec.lm.loading import load_step_lm
 from voicespec.engine.config import SamplingConfig
 from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
+from voicespec.options import check_device, check_dtype
 from voicespec.paths import MODELS_DIR
 from voicespec.pipeline.drafters import build_drafter, drafter_names
 from voicespec.pipeline.frame_cache import FrameCache
@@ -122,12 +125,17 @@ class Voice:
     def drafter(self, name: str) -> Drafter | None:
         """A drafter by name: ``none``, ``ngram`` or a draft model shipped with the voice."""
         if name not in self._drafters:
-            self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}")
+            weights = next(self.target.model.parameters())  # draft models run where the target runs
+            self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}",
+                                                 device=weights.device, dtype=weights.dtype)
         return self._drafters[name]
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu") -> Voice:
+    def load(cls, path: str | Path, device: str = "cpu", dtype: str = "float32") -> Voice:
+        """The voice in folder ``path``, its LM (target and draft models) on ``device`` in ``dtype``
+        and its codec on ``device`` (``auto``: the GPU if there is one)."""
         path = Path(path)
+        device = resolve_device(device)
         cfg_file = path / VOICE_FILE
         if not cfg_file.is_file():
             raise FileNotFoundError(f"{path}: not a voice folder (no {VOICE_FILE})")
@@ -138,8 +146,8 @@ class Voice:
         drafters_dir = path / "drafters"
         draft_dirs = {d.name: d for d in sorted(drafters_dir.iterdir()) if d.is_dir()} if drafters_dir.is_dir() else {}
         duration = load_duration(path / config.duration) if config.duration else None
-        return cls(config, Codec.from_folder(path / "codec", device), load_step_lm(str(path / "target")), draft_dirs,
-                   duration)
+        target = load_step_lm(str(path / "target"), device=device, dtype=getattr(torch, check_dtype(dtype)))
+        return cls(config, Codec.from_folder(path / "codec", device), target, draft_dirs, duration)
 
     @staticmethod
     def write_config(path: str | Path, config: VoiceConfig) -> None:
@@ -161,6 +169,13 @@ def resolve_voice(spec: str | None, voices_dir: Path = MODELS_DIR) -> Path:
     raise FileNotFoundError(f"unknown voice {name!r} ({hint})")
 
 
-def load_voice(spec: str | None, device: str = "cpu") -> Voice:
+def load_voice(spec: str | None, device: str = "cpu", dtype: str = "float32") -> Voice:
     """The voice a user named (a folder, a name under ``models/``, or None for the default)."""
-    return Voice.load(resolve_voice(spec), device)
+    return Voice.load(resolve_voice(spec), device, dtype)
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: the GPU when torch sees one, else the CPU; any other name, checked, as given."""
+    if check_device(device) != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"

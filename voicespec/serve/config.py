@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from voicespec.engine.config import DecodeConfig
+from voicespec.options import check_device, check_dtype
 from voicespec.serve.protocol import DEFAULT_PORT
 
 
@@ -32,6 +33,8 @@ class ServerConfig:
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
     frame_cache_mb: float = 64.0  # decoded sentences replayed when repeated (pipeline/frame_cache.py); 0: off
+    device: str = "auto"  # where a voice the server loads runs (options.DEVICE_HELP)
+    dtype: str = "float32"  # its LM's weights and KV cache (options.DTYPES)
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
@@ -45,3 +48,5 @@ class ServerConfig:
         if self.pacing_lead_s is not None and self.pacing_lead_s <= 0:
             raise ValueError("pacing_lead_s must be > 0 (or None for no pacing)")
         DecodeConfig(gamma=self.gamma)  # validates gamma
+        check_device(self.device)
+        check_dtype(self.dtype)

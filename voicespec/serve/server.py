@@ -42,7 +42,7 @@ class TTSServer:
     def __init__(self, config: ServerConfig, voice: Voice | None = None) -> None:
         self.config = config
         if voice is None:  # a voice of its own gets the configured frame cache; a lent one keeps its own
-            voice = load_voice(config.voice)
+            voice = load_voice(config.voice, config.device, config.dtype)
             if config.frame_cache_mb:
                 voice.frame_cache = FrameCache(int(config.frame_cache_mb * 2**20))
         self.voice = voice
