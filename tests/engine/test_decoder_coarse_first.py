@@ -16,6 +16,7 @@ from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.sampling import top_k_filter, top_p_filter
+from voicespec.engine.work import drive_batch
 from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm
 
 GREEDY = SamplingConfig(temperature=0)
@@ -114,6 +115,44 @@ def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
     with monkeypatch.context() as m:
         m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))
         assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+
+
+def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6) -> Counter:
+    """As :func:`empirical_frames`, but each generation shares its passes (target, fine stage,
+    warp) with others of the batch: more of the same prompt, and sessions of other lengths."""
+    counts: Counter = Counter()
+    decoder = SpecDecoder(target, drafter, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS))
+    others = [target.layout.prompt([1]), target.layout.prompt([3, 1, 2, 3, 1, 2])]
+    for first in range(0, n, per_batch):
+        gens = [decoder.generate(prompt, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=s))
+                for s in range(first, min(first + per_batch, n))]
+        extra = [decoder.generate(p, DecodeConfig(SAMPLING, gamma=g, max_steps=5, seed=first + g))
+                 for g, p in enumerate(others, start=1)]
+
+        def run(gen):  # a whole generation as one coroutine of works
+            chunks = []
+            while not gen.done:
+                chunks.append((yield from gen.advance()).frames)
+            return torch.cat(chunks, 1)
+
+        for frames in drive_batch([run(g) for g in gens + extra])[: len(gens)]:
+            counts[tuple(tuple(row) for row in frames.tolist())] += 1
+    return counts
+
+
+@pytest.mark.slow
+def test_batched_speculative_sampling_keeps_the_targets_distribution(
+        monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
+    """The chi-square test through the batched path, each generation mixed with sessions of other
+    prompt lengths and γ; the wrong acceptance rule still fails it."""
+    target, draft, prompt = coarse_case(sharpened)
+    exact = exact_frames(target, prompt, exact_distribution)
+    counts = empirical_frames_batched(target, ModelDrafter(draft), prompt, 600)
+    assert set(counts) <= set(exact), "produced frames the target gives probability zero"
+    assert chi_square_pvalue(counts, exact) > 1e-3
+    with monkeypatch.context() as m:
+        m.setattr(decoder_module, "verify_sampling", accept_everything)
+        assert chi_square_pvalue(empirical_frames_batched(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
 
 
 def test_a_delay_draft_is_refused_for_a_coarse_first_target():

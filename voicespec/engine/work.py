@@ -57,6 +57,25 @@ def drive(co: Generator[Work, Any, R]) -> R:
         result = type(work).run([work])[0]
 
 
+def drive_batch(coroutines: list[Generator[Work, Any, Any]]) -> list[Any]:
+    """Run coroutines that yield only works in lockstep: each round, the works of every one still
+    running execute together (:func:`run_works`). Their values, in order: what :func:`drive`
+    would give each one alone."""
+    results: list[Any] = [None] * len(coroutines)
+    live = {i: None for i in range(len(coroutines))}  # index -> the value to send next
+    while live:
+        works: dict[int, Work] = {}
+        for i, value in list(live.items()):
+            try:
+                works[i] = coroutines[i].send(value)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del live[i]
+        for i, r in zip(works, run_works(list(works.values()))):
+            live[i] = r
+    return results
+
+
 def outputs(co: Generator[Any, Any, Any]) -> Iterator[Any]:
     """The items a coroutine yields that are not works; each work is executed alone in between."""
     result = None
