@@ -4,7 +4,10 @@ test_layout.py, the fine stage's own tests in tests/lm/test_codec_lm.py."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,6 +17,8 @@ import voicespec.lm.codec_lm as codec_lm_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter
+from voicespec.engine.drafters.base import Draft
+from voicespec.engine.step_lm import Pass
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.sampling import top_k_filter, top_p_filter
 from voicespec.engine.work import drive_batch
@@ -162,3 +167,61 @@ def test_a_delay_draft_is_refused_for_a_coarse_first_target():
     delay = tiny_codec_lm(seed=8, n_codebooks=3, codebook_size=8)
     with pytest.raises(ValueError, match="does not match"):
         SpecDecoder(target, ModelDrafter(delay))
+
+
+class _Oracle:
+    """A drafter that knows the greedy continuation (so every draft is accepted) and takes
+    ``step_s`` seconds per drafted step."""
+
+    name, layout = "oracle", None
+
+    def __init__(self, steps: torch.Tensor, step_s: float) -> None:
+        self.steps, self.step_s = steps, step_s
+
+    def start(self, prompt):
+        return self
+
+    def propose(self, ctx, gamma):
+        n = ctx.history.shape[0] - ctx.n_prompt
+        out = self.steps[n: n + gamma]
+        time.sleep(self.step_s * out.shape[0])
+        return Draft(out)
+
+    def rollback(self, keep):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_under_load_drafting_is_charged_per_session_in_the_batch_and_speculation_turns_off():
+    """The same generation, its passes reported as run alone or in a batch of 64: alone, a
+    perfect drafter at a fraction of a pass's cost pays (γ > 0); in the batch, where every session
+    waits for each one's drafts, the controller switches speculation off (only probes remain)."""
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=80, coarse_first=True)
+    prompt = target.layout.prompt([1, 2, 3])
+    config = DecodeConfig(GREEDY, gamma="auto", max_steps=80)
+    plain = SpecDecoder(target, None, replace(config, gamma=0)).generate(prompt)
+    plain.run()
+    pass_s = plain.stats.verify_s / plain.stats.target_passes
+
+    def gammas(batch: int) -> list[int]:
+        gen = SpecDecoder(target, _Oracle(plain.generated, pass_s / 10), config).generate(prompt)
+
+        def steps():
+            while not gen.done:
+                yield from gen.advance()
+
+        co, result = steps(), None
+        with contextlib.suppress(StopIteration):
+            while True:
+                work = co.send(result)
+                result = type(work).run([work])[0]
+                if isinstance(work, Pass):
+                    work.batch = batch
+        assert torch.equal(gen.generated, plain.generated)
+        return gen.stats.gammas[10:]
+
+    alone, loaded = gammas(1), gammas(64)
+    assert sum(g > 0 for g in alone) > 0.8 * len(alone)
+    assert sum(g > 0 for g in loaded) < 0.2 * len(loaded)

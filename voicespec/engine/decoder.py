@@ -147,7 +147,10 @@ class Generation:
         if self.layout.fine:
             frames = yield self.target.fine_work(frames[0], self._fine_from, self.config.sampling, self.fine_generator)
 
-        self.controller.observe(n_draft, verdict.accepted_steps, t1 - t0, verify_s)
+        # In a batch every session waits for every session's drafting (drafts run one session
+        # after another), so drafting costs the batch B times what it costs this session: so
+        # charged, speculation turns itself off under load where it no longer pays.
+        self.controller.observe(n_draft, verdict.accepted_steps, (t1 - t0) * work.batch, verify_s)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt

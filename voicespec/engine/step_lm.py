@@ -117,12 +117,13 @@ def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor]) -> list
 @dataclass(eq=False)
 class Pass(Work):
     """A target pass over ``steps [T, G]`` of ``session``; the result is its logits ``[T, G, V]``.
-    ``seconds`` is set to the time of the (batched) call that ran it: the cost of a verify pass
-    at the batch size it ran in, which is what the γ controller must learn."""
+    ``seconds`` is set to the time of the (batched) call that ran it and ``batch`` to the sessions
+    in it: the cost of a verify pass at the batch size it ran in, which the γ controller learns."""
 
     session: LMSession
     steps: torch.Tensor
     seconds: float = 0.0
+    batch: int = 1
 
     @classmethod
     def run(cls, works: list[Pass]) -> list[torch.Tensor]:
@@ -130,5 +131,5 @@ class Pass(Work):
         logits = forward_batch([w.session for w in works], [w.steps for w in works])
         dt = time.perf_counter() - t
         for w in works:
-            w.seconds = dt
+            w.seconds, w.batch = dt, len(works)
         return logits
