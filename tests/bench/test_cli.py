@@ -89,6 +89,10 @@ def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys)
         ("plain", 1), ("plain", 2), ("ngram γ=auto", 1), ("ngram γ=auto", 2), ("draft-model γ=auto", 1), ("draft-model γ=auto", 2)]
     assert all(not lv["errors"] and lv["ttfa_ms"]["p50"] > 0 for lv in load["levels"])
     assert set(load["capacity"]) == {"plain", "ngram γ=auto", "draft-model γ=auto"}
+    fc = load["frame_cache"]
+    assert fc["hit_equals_miss"] and fc["repeats"] == 3 and fc["hit_ttfa_ms"] > 0 and fc["miss_ttfa_ms"] > 0
+    assert fc["cache_hits"] == fc["cache_misses"] == 3  # one sentence, three seeds
+    assert "A repeated sentence (frame cache)" in printed
 
     assert result["memory"]["peak_rss_mb"] > 0 and set(result["memory"]["drafters"]) == {"ngram", "draft-model"}
     assert result["memory"]["drafters"]["draft-model"]["weights_mb"] > 0 == result["memory"]["drafters"]["ngram"]["weights_mb"]

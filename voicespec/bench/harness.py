@@ -15,7 +15,7 @@ from voicespec.bench import machine
 from voicespec.bench.budget import budget_table, capacity
 from voicespec.bench.config import BenchConfig
 from voicespec.bench.batching import run_batching
-from voicespec.bench.load import run_load
+from voicespec.bench.load import run_cache_hit, run_load
 from voicespec.bench.peer import counterpart, peer_methods
 from voicespec.bench.runner import Case, EngineMethod, Method, run_interleaved
 from voicespec.bench.streaming import StreamSpec, run_streaming, summarize_streams
@@ -109,7 +109,8 @@ class Bench:
         levels = [lv.to_dict() for lv in run_load(self.voice, specs, cfg.prompts, cfg.concurrency,
                                                    cfg.prebuffer_ms / 1000, cfg.max_steps, cfg.seed)]
         return {"levels": levels, "capacity": {s.name: capacity([lv for lv in levels if lv["method"] == s.name],
-                                                                 cfg.latency_budget_ms) for s in specs}}
+                                                                 cfg.latency_budget_ms) for s in specs},
+                "frame_cache": run_cache_hit(self.voice, cfg.prompts[0], cfg.max_steps, cfg.seed)}
 
     def _batching(self) -> list[dict[str, Any]]:
         cfg = self.config

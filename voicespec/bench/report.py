@@ -67,8 +67,12 @@ def _load_section(load: dict[str, Any]) -> str:
     header = ["method", "clients", "TTFA p50/p95/p99 ms", "underruns (clients)", "stall ms", "worst lead ms",
               "server RTF p50", "errors"]
     cap = ", ".join(f"{name}: {n}" for name, n in load["capacity"].items())
+    fc = load["frame_cache"]
     return ("## WebSocket server under load\n\n" + _table(header, rows)
-            + f"\n\nLargest client count with every level up to it clean: {cap}")
+            + f"\n\nLargest client count with every level up to it clean: {cap}"
+            + f"\n\nA repeated sentence (frame cache): TTFA {fc['miss_ttfa_ms']:.0f} ms decoded, {fc['hit_ttfa_ms']:.0f} ms "
+              f"replayed (median of {fc['repeats']}); replay equals decode sample for sample: "
+              f"{'yes' if fc['hit_equals_miss'] else 'NO'}")
 
 
 def _batching_section(levels: list[dict[str, Any]]) -> str:
