@@ -286,3 +286,15 @@ def test_the_temporary_file_is_hidden_beside_the_target(tmp_path, monkeypatch):
     (during,) = seen
     assert len(during) == 1 and re.fullmatch(r"\.take\.wav\.\w+\.part", during[0]), during
     assert os.listdir(tmp_path) == ["take.wav"]
+
+
+@pytest.mark.parametrize("suffix", [".wav", ".flac"])
+def test_files_hold_the_streams_pcm_s16le_samples(tmp_path, suffix):
+    """Issue 17, defect 8: `say` wrote through soundfile's own float-to-int conversion, up to 2 LSB
+    away from the stream's pcm_s16le; both now quantize with to_int16."""
+    x = torch.randn(4000, generator=torch.Generator().manual_seed(5)) * 0.6
+    path = tmp_path / f"a{suffix}"
+    write_audio_atomic(path, x, 16000)
+    back, rate = soundfile.read(path, dtype="int16")
+    assert rate == 16000
+    np.testing.assert_array_equal(back, np.frombuffer(to_encoding(x, "pcm_s16le"), dtype="<i2"))

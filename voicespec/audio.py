@@ -20,13 +20,21 @@ from voicespec.options import ENCODINGS
 FILE_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16")}
 
 
+def to_int16(pcm: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Float PCM in [-1, 1] to 16-bit samples: clipped, scaled by 32767, rounded. The one
+    quantization: the stream's ``pcm_s16le`` and the files ``say``/``synth`` write use it, so they
+    agree sample for sample."""
+    x = pcm.detach().cpu().numpy() if isinstance(pcm, torch.Tensor) else np.asarray(pcm)
+    x = np.nan_to_num(x.astype(np.float32, copy=False))
+    return (np.clip(x, -1.0, 1.0) * 32767.0).round().astype("<i2")
+
+
 def to_encoding(pcm: torch.Tensor, encoding: str) -> bytes:
     """Float PCM in [-1, 1] to little-endian bytes (clipped for 16-bit)."""
-    x = np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32, copy=False))
     if encoding == "f32le":
-        return x.astype("<f4").tobytes()
+        return np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32, copy=False)).astype("<f4").tobytes()
     if encoding == "pcm_s16le":
-        return (np.clip(x, -1.0, 1.0) * 32767.0).round().astype("<i2").tobytes()
+        return to_int16(pcm).tobytes()
     raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
 
 
@@ -115,7 +123,6 @@ def atomic_open(path: str | Path, mode: str = "wb", **kw) -> Iterator[IO]:
 def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> None:
     """Write WAV/FLAC (by extension) atomically (see :func:`atomic_open`)."""
     fmt = check_audio_path(path)
-    data = pcm.detach().cpu().numpy() if isinstance(pcm, torch.Tensor) else np.asarray(pcm)
-    data = np.clip(data.astype(np.float32), -1.0, 1.0)
+    data = to_int16(pcm)  # every format here is 16-bit: quantized as the stream quantizes
     with atomic_open(path) as f:
         sf.write(f, data, sample_rate, format=fmt[0], subtype=fmt[1])

@@ -400,3 +400,12 @@ def test_frontend_length_limit():
 def test_frontend_empty():
     with pytest.raises(TextError, match="empty"):
         FrontEnd().sentences("   ")
+
+
+@pytest.mark.parametrize("text", ["1" * 4301, "$" + "9" * 4350, "It is " + "7" * 5000 + "th.", "0." + "5" * 4400])
+def test_digit_runs_of_any_length_are_read(text):
+    """Issue 17, defect 4: Python refuses int() of more than 4,300 digits; such runs are read
+    digit by digit (as any run over 15 digits is), never raised as a ValueError."""
+    out = normalize(sanitize(text, max_chars=10_000))
+    assert "nine nine nine" in out or "one one one" in out or "seven seven" in out or "five five" in out
+    assert not any(c.isdigit() for c in out)

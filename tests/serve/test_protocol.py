@@ -56,10 +56,21 @@ def test_valid_messages_parse_to_typed_messages():
         ({"type": "start", "sample_rate": 44100}, P.BAD_OPTION, "sample_rate must be one of"),
         ({"type": "start", "encoding": "mp3"}, P.BAD_OPTION, "encoding"),
         ({"type": "start", "audio_transport": "carrier-pigeon"}, P.BAD_OPTION, "audio_transport"),
-        ({"type": "start", "latency_budget_ms": 0}, P.BAD_OPTION, "latency_budget_ms must be > 0"),
+        ({"type": "start", "latency_budget_ms": 0}, P.BAD_OPTION, "latency_budget_ms must be in (0, 60000]"),
+        ({"type": "start", "pacing_lead_ms": 1e300}, P.BAD_OPTION, "pacing_lead_ms must be in"),
         ({"type": "start", "latency_budget_ms": 50, "gamma": 3}, P.BAD_OPTION, "gamma"),
         ({"type": "flush", "context_id": "a", "flush_id": [1]}, P.BAD_MESSAGE, "flush_id"),
         ({"type": "stats", "underruns": "many"}, P.BAD_MESSAGE, "underruns"),
+        # issue 17's defects, each of which crashed the dispatch or the metrics before
+        ({"type": []}, P.UNKNOWN_TYPE, "unknown message type []"),  # 1: unhashable type
+        ({"type": {}}, P.UNKNOWN_TYPE, "unknown message type {}"),
+        ({"type": [[[["start"]]]]}, P.UNKNOWN_TYPE, "unknown message type"),
+        ({"type": "stats", "underruns": -1}, P.BAD_MESSAGE, "underruns must be in [0"),  # 2: negative counter
+        ({"type": "stats", "underrun_ms": -5}, P.BAD_MESSAGE, "underrun_ms"),
+        ({"type": "stats", "underrun_ms": 1e300}, P.BAD_MESSAGE, "underrun_ms"),
+        ('{"type": "flush", "context_id": "a", "flush_id": ' + "1" * 4301 + "}", P.BAD_JSON, "not valid JSON"),  # 3
+        ({"type": "text", "context_id": "a\n", "text": "hi"}, P.BAD_MESSAGE, "context_id must be"),  # 5: "$" took it
+        ({"type": "text", "context_id": "x" * 64 + "\n", "text": "hi"}, P.BAD_MESSAGE, "context_id must be"),
     ],
 )
 def test_invalid_messages_give_a_code_and_a_reason(raw, code, fragment):
@@ -116,3 +127,9 @@ def test_corrupt_frames_are_rejected():
         P.encode_frame("a", 0, b"\0\0\0", "pcm_s16le")  # half a sample
 
 
+
+
+def test_context_id_from_a_bad_message_is_not_echoed_when_invalid():
+    with pytest.raises(P.ProtocolError) as e:
+        parse({"type": "text", "context_id": "a\n", "text": 5})
+    assert e.value.context_id is None

@@ -433,12 +433,21 @@ def test_bad_messages_get_structured_errors_and_the_socket_keeps_serving(tiny_vo
         (json.dumps({"type": "start", "sample_rate": 44100}), P.BAD_OPTION),
         (json.dumps({"type": "start", "drafter": "magic"}), P.UNKNOWN_DRAFTER),
         (json.dumps({"type": "start", "temperature": -1}), P.BAD_OPTION),
+        # issue 17: each of these was accepted, then every context failed with `internal`
+        (json.dumps({"type": "start", "seed": 10**30}), P.BAD_OPTION),
+        (json.dumps({"type": "start", "temperature": 1e300}), P.BAD_OPTION),
+        (json.dumps({"type": "start", "temperature": 1e-300}), P.BAD_OPTION),
+        (json.dumps({"type": "start", "gamma": 10**6}), P.BAD_OPTION),  # over the server's max_gamma
+        (json.dumps({"type": []}), P.UNKNOWN_TYPE),
+        (json.dumps({"type": "stats", "underruns": -1}), P.BAD_MESSAGE),
+        ('{"type": "flush", "context_id": "a", "flush_id": ' + "9" * 4400 + "}", P.BAD_JSON),
         (json.dumps({"type": "start", **START}), "ready"),
         (json.dumps({"type": "start", **START}), P.ALREADY_STARTED),
         (json.dumps({"type": "text", "context_id": "long", "text": "x" * 201}), P.TEXT_TOO_LONG),
         (json.dumps({"type": "end", "context_id": "never"}), P.UNKNOWN_CONTEXT),
         (json.dumps({"type": "text", "context_id": "dots", "text": "... !!"}), None),
         (json.dumps({"type": "end", "context_id": "dots"}), P.BAD_TEXT),
+        (json.dumps({"type": "text", "context_id": "a\n", "text": "hi"}), P.BAD_MESSAGE),
     ]
 
     async def go():
@@ -467,9 +476,10 @@ def test_bad_messages_get_structured_errors_and_the_socket_keeps_serving(tiny_vo
             continue
         assert reply["type"] == "error" and reply["code"] == expected and reply["fatal"] is False, (raw, reply)
         assert reply["message"]
-    assert replies[-1]["context_id"] == "dots" and replies[-1]["context_ended"] is True
+    assert replies[-2]["context_id"] == "dots" and replies[-2]["context_ended"] is True
+    assert replies[-1]["context_id"] is None  # an invalid id is not echoed back
     assert done["type"] == "done" and payload == offline(tiny_voice, TEXT)
-    assert m['voicespec_errors_total{code="bad_json"}'] == 2
+    assert m['voicespec_errors_total{code="bad_json"}'] == 3
 
 
 def test_text_limit_counts_all_text_of_a_context(tiny_voice):
@@ -560,6 +570,43 @@ def test_api_key_and_origin_checks(tiny_voice, parse_exposition):
     assert unauthorized_metrics == 401
     assert m['voicespec_errors_total{code="unauthorized"}'] == 4 and m['voicespec_errors_total{code="forbidden_origin"}'] == 1
     assert health[0] == 200 and json.loads(health[2])["ok"] is True  # health needs no key
+
+
+def test_the_bearer_scheme_is_case_insensitive():
+    """Issue 17, defect 8: RFC 7235 auth schemes are case-insensitive."""
+    from voicespec.serve.http import authorized
+
+    for header in ("Bearer k", "bearer k", "BEARER  k", " bearer k "):
+        assert authorized(Request("/v1/stream", Headers({"Authorization": header})), {}, "k"), header
+    assert not authorized(Request("/v1/stream", Headers({"Authorization": "Basic k"})), {}, "k")
+    assert not authorized(Request("/v1/stream", Headers({"Authorization": "bearer wrong"})), {}, "k")
+
+
+def test_an_unexpected_exception_is_an_internal_error_frame_then_1011(tiny_voice, parse_exposition, monkeypatch):
+    """The last resort: a bug in message handling reaches the client as an `internal` error (fatal)
+    followed by close 1011, is counted, and the server goes on serving others."""
+    from voicespec.serve.session import Session
+
+    def broken(self, msg):
+        raise RuntimeError("boom")
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "start", **START}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "Hello there. "}))
+            err = json.loads(await ws.recv())
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return err, closed.value.rcvd.code
+
+    with running(tiny_voice) as server:
+        with monkeypatch.context() as m:
+            m.setattr(Session, "_text", broken)
+            err, code = run(go())
+        assert err["type"] == "error" and err["code"] == "internal" and err["fatal"] and code == 1011
+        assert metrics(server, parse_exposition)['voicespec_errors_total{code="internal"}'] == 1
+        assert http_get(server, "/healthz")[0] == 200
 
 
 def test_http_pages_on_the_same_port(tiny_voice):

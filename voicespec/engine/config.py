@@ -12,6 +12,13 @@ from voicespec.checks import is_int
 from voicespec.engine.controller import AdaptiveGamma, Controller, ControllerConfig, FixedGamma, check_gamma
 
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 100.0
+MAX_TOP_K = 1 << 20
+MAX_REPETITION_PENALTY = 100.0
+MAX_REPETITION_WINDOW = 4096
+MAX_SEED = 2**53 - 1  # exact in every JSON reader; sentence i of a request uses seed + i
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """How the next token is chosen. ``temperature == 0`` means greedy (argmax)."""
@@ -23,16 +30,17 @@ class SamplingConfig:
     repetition_window: int = field(default=0, metadata={"help": "steps the repetition penalty looks back"})
 
     def __post_init__(self) -> None:
-        if not 0 <= self.temperature < float("inf"):
-            raise ValueError(f"temperature must be >= 0 and finite, got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+        # Finite ranges, so no accepted value can turn into NaN probabilities later.
+        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
+            raise ValueError(f"temperature must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}], got {self.temperature}")
+        if not 0 <= self.top_k <= MAX_TOP_K:
+            raise ValueError(f"top_k must be in [0, {MAX_TOP_K}] (0 disables it), got {self.top_k}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if not self.repetition_penalty >= 1:
-            raise ValueError(f"repetition_penalty must be >= 1, got {self.repetition_penalty}")
-        if self.repetition_window < 0:
-            raise ValueError(f"repetition_window must be >= 0, got {self.repetition_window}")
+        if not 1 <= self.repetition_penalty <= MAX_REPETITION_PENALTY:
+            raise ValueError(f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}], got {self.repetition_penalty}")
+        if not 0 <= self.repetition_window <= MAX_REPETITION_WINDOW:
+            raise ValueError(f"repetition_window must be in [0, {MAX_REPETITION_WINDOW}], got {self.repetition_window}")
 
     @property
     def greedy(self) -> bool:
@@ -57,6 +65,8 @@ class DecodeConfig:
         check_gamma(self.gamma)
         if not (is_int(self.max_steps) and self.max_steps >= 1):
             raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
+        if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed <= MAX_SEED):
+            raise ValueError(f"seed must be an integer in [0, 2**53 - 1], got {self.seed!r}")
 
     def make_controller(self) -> Controller:
         return AdaptiveGamma(self.controller) if self.gamma == "auto" else FixedGamma(int(self.gamma))

@@ -54,8 +54,17 @@ def number_to_words(n: int) -> str:
     return " ".join(words)
 
 
-def ordinal_words(n: int) -> str:
-    words = number_to_words(n)
+def digits_to_words(digits: str) -> str:
+    """Cardinal words for a run of digits of any length: longer than 15 digits are read one by one
+    (as :func:`number_to_words` reads them), without making an int (Python refuses to parse more
+    than 4,300 digits)."""
+    if len(digits) > 15:
+        return " ".join(_ONES[int(d)] for d in digits)
+    return number_to_words(int(digits))
+
+
+def ordinal_words(n: int | str) -> str:
+    words = digits_to_words(n) if isinstance(n, str) else number_to_words(n)
     head, sep, last = words.rpartition(" ")
     last_part = last.split("-")[-1]
     if last_part in _ORDINAL_IRREGULAR:
@@ -96,11 +105,11 @@ _CURRENCY = {"$": ("dollar", "dollars", "cent", "cents"), "£": ("pound", "pound
 
 def _money(m: re.Match) -> str:
     one, many, sub_one, sub_many = _CURRENCY[m.group(1)]
-    whole = int(m.group(2).replace(",", ""))
+    digits = m.group(2).replace(",", "").lstrip("0") or "0"
     cents = int((m.group(3) or "0").ljust(2, "0")[:2])
     parts = []
-    if whole or not cents:
-        parts.append(f"{number_to_words(whole)} {one if whole == 1 else many}")
+    if digits != "0" or not cents:
+        parts.append(f"{digits_to_words(digits)} {one if digits == '1' else many}")
     if cents:
         parts.append(f"{number_to_words(cents)} {sub_one if cents == 1 else sub_many}")
     return " and ".join(parts)
@@ -108,15 +117,15 @@ def _money(m: re.Match) -> str:
 
 def _decimal(m: re.Match) -> str:
     whole, frac = m.group(1).replace(",", ""), m.group(2)
-    return number_to_words(int(whole)) + " point " + " ".join(_ONES[int(d)] for d in frac)
+    return digits_to_words(whole.lstrip("0") or "0") + " point " + " ".join(_ONES[int(d)] for d in frac)
 
 
 def _integer(m: re.Match) -> str:
     text = m.group(0)
-    n = int(text.replace(",", ""))
-    if "," not in text and len(text) == 4 and 1100 <= n <= 2099:
-        return year_words(n)
-    return number_to_words(n)
+    digits = text.replace(",", "")
+    if "," not in text and len(text) == 4 and 1100 <= int(digits) <= 2099:
+        return year_words(int(digits))
+    return digits_to_words(digits.lstrip("0") or "0")
 
 
 def sanitize(text: str, max_chars: int = MAX_CHARS) -> str:
@@ -160,7 +169,7 @@ def normalize(text: str) -> str:
     text = re.sub(r"\b(\d{1,2}):([0-5]\d)(?!\d)", _clock, text)
     text = _ABBREV_RE.sub(lambda m: _ABBREVIATIONS[m.group(1).lower()], text)
     text = re.sub(r"([$£€])\s?(\d[\d,]*)(?:\.(\d+))?", _money, text)
-    text = re.sub(r"(\d+)(st|nd|rd|th)\b", lambda m: ordinal_words(int(m.group(1))), text, flags=re.I)
+    text = re.sub(r"(\d+)(st|nd|rd|th)\b", lambda m: ordinal_words(m.group(1).lstrip("0") or "0"), text, flags=re.I)
     text = re.sub(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])", " ", text)  # "MP3" -> "MP 3"
     text = re.sub(r"(\d[\d,]*)\.(\d+)", _decimal, text)
     text = re.sub(r"\d{1,3}(?:,\d{3})+|\d+", _integer, text)

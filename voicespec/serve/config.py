@@ -19,6 +19,7 @@ class ServerConfig:
     voice: str | None = None  # voice folder or name under models/ (None: the default voice)
     drafter: str | None = None  # default drafter (None: the voice's)
     gamma: int | str = "auto"  # default draft length
+    max_gamma: int = 16  # the longest fixed draft a session may ask for
     max_steps: int = 2000  # per sentence (the voice's own runaway guard also applies)
     max_sessions: int = 16
     max_contexts_per_session: int = 8
@@ -38,7 +39,7 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
-                     "send_queue_chunks", "max_steps"):
+                     "send_queue_chunks", "max_steps", "max_gamma"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.frame_cache_mb >= 0:

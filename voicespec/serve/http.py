@@ -39,8 +39,8 @@ def authorized(request: Request, query: dict[str, list[str]], api_key: str | Non
     headers on a WebSocket), as ``?api_key=KEY``; compared in constant time."""
     if api_key is None:
         return True
-    auth = request.headers.get("Authorization", "")
-    given = auth[7:] if auth.startswith("Bearer ") else (query.get("api_key") or [""])[0]
+    scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+    given = token.strip() if scheme.lower() == "bearer" else (query.get("api_key") or [""])[0]  # RFC 7235: any case
     return hmac.compare_digest(given.encode(), api_key.encode())
 
 

@@ -37,7 +37,9 @@ WS_PATH = "/v1/stream"  # where the server accepts WebSocket connections
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"ws://127.0.0.1:{DEFAULT_PORT}{WS_PATH}"  # a server on this machine with default settings
 TRANSPORTS = ("binary", "base64")
-CONTEXT_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+MAX_LEAD_MS = 60_000  # latency_budget_ms and pacing_lead_ms
+MAX_UNDERRUNS, MAX_UNDERRUN_MS = 1_000_000, 86_400_000  # per stats report: a day of stalls at most
+CONTEXT_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")  # the whole id (fullmatch): no trailing newline
 FLUSH_ID_MAX = 128
 HEADER = struct.Struct("<2sBBII")
 
@@ -68,6 +70,7 @@ ERROR_CODES = (BAD_JSON, BINARY_UNSUPPORTED, UNKNOWN_TYPE, BAD_MESSAGE, BAD_OPTI
 CLOSE_NORMAL = 1000
 CLOSE_GOING_AWAY = 1001  # server shutting down
 CLOSE_TOO_BIG = 1009
+CLOSE_INTERNAL = 1011  # after an `internal` error frame
 CLOSE_TRY_LATER = 1013  # at capacity
 CLOSE_SLOW_CLIENT = 4000
 CLOSE_INACTIVE = 4001
@@ -186,13 +189,13 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
         raise ProtocolError(BINARY_UNSUPPORTED, "binary messages are not accepted; send JSON text messages")
     try:
         msg = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise ProtocolError(BAD_JSON, f"message is not valid JSON ({e})") from None
+    except (ValueError, RecursionError) as e:  # ValueError: also an integer of more than 4,300 digits
+        raise ProtocolError(BAD_JSON, f"message is not valid JSON ({str(e)[:200]})") from None
     if not isinstance(msg, dict):
         raise ProtocolError(BAD_JSON, "message must be a JSON object")
     kind = msg.get("type")
-    cid = msg.get("context_id") if isinstance(msg.get("context_id"), str) else None
-    if kind not in _FIELDS:
+    cid = msg.get("context_id") if isinstance(msg.get("context_id"), str) and CONTEXT_ID_RE.fullmatch(msg["context_id"]) else None
+    if not isinstance(kind, str) or kind not in _FIELDS:
         if kind is None:
             raise ProtocolError(BAD_MESSAGE, "message has no 'type' field", cid)
         raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {json.dumps(kind)[:40]}; "
@@ -208,10 +211,14 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
             continue
         _check_field(name, msg[name], ftype, cid)
     fields = {k: v for k, v in msg.items() if k != "type" and v is not None}
-    if "context_id" in fields and not CONTEXT_ID_RE.match(fields["context_id"]):
+    if "context_id" in fields and not CONTEXT_ID_RE.fullmatch(fields["context_id"]):
         raise ProtocolError(BAD_MESSAGE, "context_id must be 1-64 characters of A-Z a-z 0-9 . _ : -", None)
     if kind == "start":
         return _parse_start(fields)
+    if kind == "stats":
+        if not 0 <= fields.get("underruns", 0) <= MAX_UNDERRUNS or not 0 <= fields.get("underrun_ms", 0) <= MAX_UNDERRUN_MS:
+            raise ProtocolError(BAD_MESSAGE, f"stats: underruns must be in [0, {MAX_UNDERRUNS}] and underrun_ms "
+                                f"in [0, {MAX_UNDERRUN_MS}]", cid)
     return {"text": Text, "flush": Flush, "end": End, "cancel": Cancel, "stats": ClientStats}[kind](**fields)
 
 
@@ -228,8 +235,8 @@ def _parse_start(f: dict[str, Any]) -> Start:
     if f.get("audio_transport", "binary") not in TRANSPORTS:
         raise bad(f"audio_transport must be one of {', '.join(TRANSPORTS)}, got {f['audio_transport']!r}")
     for name in ("latency_budget_ms", "pacing_lead_ms"):
-        if name in f and not f[name] > 0:
-            raise bad(f"{name} must be > 0, got {f[name]}")
+        if name in f and not 0 < f[name] <= MAX_LEAD_MS:
+            raise bad(f"{name} must be in (0, {MAX_LEAD_MS}], got {f[name]}")
     if "latency_budget_ms" in f and f.get("gamma", "auto") != "auto":
         raise bad("latency_budget_ms drives the adaptive draft length: leave gamma out or set it to \"auto\"")
     sampling = {o.name: f[o.name] for o in SAMPLING_OPTIONS if o.name in f}  # ranges: when the server applies them

@@ -10,6 +10,8 @@ its own contexts. It knows nothing of the listening socket or HTTP (``server.py`
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 import unicodedata
 from collections import deque
@@ -33,11 +35,14 @@ from voicespec.serve.config import ServerConfig
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
 
+log = logging.getLogger("voicespec.server")
+
 
 @dataclass(eq=False)
 class _Context:
     id: str
     buffer: str = ""  # text not yet handed to synthesis (no finished sentence yet)
+    settled: int = 0  # offset in buffer before which no sentence end can appear (complete_prefix)
     chars: int = 0  # all text received
     job: Job | None = None
     seq: int = 0
@@ -94,6 +99,19 @@ class Session:
         self.put(_Out("msg", None, P.error_message(code, text, cid, fatal, ended)))
 
     async def sender(self) -> None:
+        try:
+            await self._send_loop()
+        except ConnectionClosed:
+            raise
+        except Exception as e:  # a bug while sending: the client still hears why the socket closes
+            log.exception("sending to a client failed")
+            self.metrics.error(P.INTERNAL)
+            with contextlib.suppress(ConnectionClosed):
+                await self.ws.send(P.error_message(P.INTERNAL, f"internal error ({type(e).__name__}); closing "
+                                                   "the connection", None, True, False))
+                await self.ws.close(P.CLOSE_INTERNAL, "internal error")
+
+    async def _send_loop(self) -> None:
         while True:
             while not self.outbox:
                 self.outbox_ready.clear()
@@ -218,6 +236,21 @@ class Session:
                 self._cancel(msg.context_id)
         except P.ProtocolError as e:
             self.error(e.code, e.message, e.context_id)
+        except Exception as e:  # a bug: say so in an error frame, count it, and close this socket only
+            log.exception("handling a client message failed")
+            self.fail(e)
+
+    def fail(self, e: BaseException) -> None:
+        """The last resort: ``internal`` (fatal) to the client, then close 1011 once it is sent."""
+        if self.closing:
+            return
+        self.error(P.INTERNAL, f"internal error ({type(e).__name__}); closing the connection", fatal=True)
+        self.closing = True
+        asyncio.ensure_future(self._close_after_drain(P.CLOSE_INTERNAL, "internal error"))
+
+    async def _close_after_drain(self, code: int, reason: str) -> None:
+        await self._drain()
+        await self.ws.close(code, reason)
 
     def _start(self, msg: P.Start) -> None:
         if self.started is not None:
@@ -231,6 +264,8 @@ class Session:
         try:
             sampling = replace(voice.sampling, **msg.sampling_overrides())
             gamma = msg.gamma if msg.gamma is not None else ("auto" if msg.latency_budget_ms else cfg.gamma)
+            if gamma != "auto" and gamma > cfg.max_gamma:
+                raise ValueError(f"gamma must be at most {cfg.max_gamma} on this server, got {gamma}")
             cap = None if msg.latency_budget_ms is None else msg.latency_budget_ms / 1000
             decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed,
                                   controller=ControllerConfig(time_cap_s=cap))
@@ -275,7 +310,7 @@ class Session:
                                   "end; send 'flush' or end sentences with punctuation", cid)
         ctx.chars += len(msg.text)
         ctx.buffer = buffer
-        n = complete_prefix(buffer)
+        n, ctx.settled = complete_prefix(buffer, start=ctx.settled)
         if n:
             ctx.buffer = buffer[n:]
             self._synthesize(ctx, buffer[:n])
@@ -303,7 +338,7 @@ class Session:
         self.worker.wake()
 
     def _release_buffer(self, ctx: _Context) -> None:
-        text, ctx.buffer = ctx.buffer, ""
+        text, ctx.buffer, ctx.settled = ctx.buffer, "", 0
         if text.strip():
             self._synthesize(ctx, text)
 
