@@ -6,10 +6,18 @@ from __future__ import annotations
 import json
 import math
 
+import importlib
+
 import pytest
 import torch
 
 torch.set_num_threads(1)
+# CPython 3.11's AST constructor keeps one recursion counter per interpreter, and an error inside
+# it (gh-106905, fixed in 3.12) leaves the counter off, so a later ast.parse raises "AST
+# constructor recursion depth mismatch". Tracebacks formatted on the servers' threads parse
+# source lines; pytest parses modules it imports late to rewrite them. The hypothesis plugin
+# imported this module lazily at the end of the session: imported here, before any thread.
+importlib.import_module("hypothesis.internal.observability")
 
 
 @pytest.fixture(scope="session")

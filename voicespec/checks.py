@@ -11,4 +11,4 @@ def is_int(x: Any) -> bool:
 
 def is_number(x: Any) -> bool:
     """A finite integer or float."""
-    return (is_int(x) or isinstance(x, float)) and math.isfinite(x)
+    return is_int(x) or (isinstance(x, float) and math.isfinite(x))  # isfinite(int) overflows past 1e308

@@ -103,3 +103,20 @@ def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys)
             "audio_lead.png", "concurrency.png"} <= names
     assert "![ttfa](ttfa.png)" in (out / "report.md").read_text()
 
+
+
+@pytest.mark.slow
+def test_stress_command_runs_each_phase_and_finds_nothing_left(tmp_path, capsys):
+    from voicespec.pipeline.tiny import build_tiny_voice as build
+
+    voice = build(tmp_path / "v")
+    out = tmp_path / "stress.json"
+    code = main(["stress", "--voice", str(voice), "--messages", "3000", "--sockets", "3", "--disconnects", "20",
+                 "--out", str(out)])
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert [p["phase"] for p in report["phases"]] == ["fuzz", "disconnects"] and "| fuzz |" in printed
+    for p in report["phases"]:
+        assert p["tracebacks"] == 0 and p["bad_closes"] == 0 and p["identical"] and p["good_runs"] >= 1, p
+        assert p["rows_left"] == 0 and p["contexts_left"] == 0
+    assert code == 0

@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import contextlib
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -28,6 +29,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request
 
+from voicespec.bench.hostile import hostile_messages
 from voicespec.serve import protocol as P
 from voicespec.audio import to_encoding
 from voicespec.serve.client import Audio, TTSClient
@@ -280,8 +282,7 @@ def test_a_thousand_mid_stream_disconnects_leave_nothing_behind(tiny_voice, pars
         assert isinstance(await c.next_event("x", timeout=30), Audio)
         if i % 2:
             c.ws.transport.abort()  # a reset: no close frame
-        else:
-            await c.__aexit__(None, None, None)
+        await c.close()
 
     async def wave(start: int) -> None:
         await asyncio.gather(*(drop(i) for i in range(start, start + 50)))
@@ -345,7 +346,7 @@ def test_a_slow_reader_slows_only_itself(tiny_voice):
             await fast.start(**START)
             fast_result = await fast.synthesize(TEXT)
         slow_ctx = session.contexts.get("slow")
-        stalled = slow_ctx is not None and not slow_ctx.job.finished and session.credits.outstanding == limit
+        stalled = slow_ctx is not None and not slow_ctx.job.finished and session.credits.outstanding >= limit
         frames, done = [], None
         while done is None:  # now read everything
             raw = await slow.recv()
@@ -570,6 +571,115 @@ def test_api_key_and_origin_checks(tiny_voice, parse_exposition):
     assert unauthorized_metrics == 401
     assert m['voicespec_errors_total{code="unauthorized"}'] == 4 and m['voicespec_errors_total{code="forbidden_origin"}'] == 1
     assert health[0] == 200 and json.loads(health[2])["ok"] is True  # health needs no key
+
+
+DOCUMENTED_CLOSES = {1000, P.CLOSE_TOO_BIG, P.CLOSE_SLOW_CLIENT, P.CLOSE_INACTIVE, P.CLOSE_RATE_LIMITED}
+
+
+@pytest.mark.slow
+def test_a_flood_of_hostile_messages_leaves_a_well_behaved_session_exact(tiny_voice, parse_exposition):
+    """4 sockets send 1,500 generated hostile messages each (bench/hostile.py) beside one
+    well-behaved session: its audio is the offline audio; every hostile socket is open or closed
+    with a documented code (1011 only after an `internal` error frame); nothing is internal."""
+    async def hostile(seed: int) -> tuple[int | None, bool]:
+        """Send a generated stream; return the close code (None: still open) and whether an
+        error frame preceded a close."""
+        last = None
+        async with connect(ws_url(server), max_size=None) as ws:
+            async def reader():
+                nonlocal last
+                with contextlib.suppress(ConnectionClosed):
+                    async for m in ws:
+                        if isinstance(m, str):
+                            last = json.loads(m)
+            task = asyncio.create_task(reader())
+            try:
+                for raw in hostile_messages(1500, seed=seed):
+                    await ws.send(raw)
+            except ConnectionClosed:
+                pass
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            code = ws.close_code
+        return code, bool(last and last.get("type") == "error")
+
+    async def good():
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            return await c.synthesize("Hello there. Second one.")
+
+    async def go():
+        return await asyncio.gather(good(), *(hostile(s) for s in range(4)))
+
+    with running(tiny_voice, max_sessions=8) as server:
+        result, *closes = run(go())
+        m = metrics(server, parse_exposition)
+    assert result.payload == offline(tiny_voice, "Hello there. Second one.")
+    for code, had_error in closes:
+        assert code is None or code in DOCUMENTED_CLOSES or (code == P.CLOSE_INTERNAL and had_error), code
+    assert m.get('voicespec_errors_total{code="internal"}', 0) == 0
+
+
+def test_connection_budgets_close_floods_stalls_and_sockets_that_never_start(tiny_voice, parse_exposition):
+    """Issue 17's fairness limits, each a documented fatal error and close: more messages per
+    second than the budget (4002), no `start` in time (4001), a second session from one address
+    (1013), and a reader that stopped reading (its connection dropped, its slot freed)."""
+    async def closed(ws) -> tuple[dict | None, int]:
+        last = None
+        with contextlib.suppress(ConnectionClosed):
+            async for m in ws:
+                if isinstance(m, str):
+                    last = json.loads(m)
+        return last, ws.close_code
+
+    async def flood():
+        async with connect(ws_url(server)) as ws:
+            reader = asyncio.create_task(closed(ws))  # reading all along: frames queued at the close are dropped
+            for _ in range(200):
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.send(json.dumps({"type": "stats", "underruns": 0}))
+                await asyncio.sleep(0.001)  # let the reader take each frame as it comes
+            return await reader
+
+    async def silent():
+        async with connect(ws_url(server)) as ws:
+            return await closed(ws)
+
+    async def two_from_one_address():
+        async with connect(ws_url(server)) as first:
+            await first.send(json.dumps({"type": "start", **START}))
+            await first.recv()
+            async with connect(ws_url(server)) as second:
+                return await closed(second)
+
+    async def never_reads():
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        ws = await connect(ws_url(server), sock=sock, max_queue=1, compression=None)
+        await ws.send(json.dumps({"type": "start", **START, "sample_rate": 48000, "encoding": "f32le"}))
+        await ws.send(json.dumps({"type": "text", "context_id": "c", "text": "Nobody reads this. " * 8}))
+        await ws.send(json.dumps({"type": "end", "context_id": "c"}))
+        t = time.monotonic()
+        while server.sessions and time.monotonic() - t < 20:
+            await asyncio.sleep(0.05)
+        with contextlib.suppress(Exception):
+            ws.transport.abort()
+        return not server.sessions
+
+    with running(tiny_voice, max_messages_per_s=20, start_timeout_s=0.5, max_sessions_per_address=1,
+                 stalled_send_timeout_s=0.5, send_buffer_bytes=16384) as server:
+        (err, code), = [run(flood())]
+        assert err["code"] == "rate_limited" and err["fatal"] and code == P.CLOSE_RATE_LIMITED
+        err, code = run(silent())
+        assert err["code"] == "inactive" and "no 'start'" in err["message"] and code == P.CLOSE_INACTIVE
+        err, code = run(two_from_one_address())
+        assert err["code"] == "too_many_from_address" and code == P.CLOSE_TRY_LATER
+        assert run(never_reads())  # dropped: the slot is free again
+        m = metrics(server, parse_exposition)
+    assert m['voicespec_errors_total{code="slow_client"}'] >= 1 and m['voicespec_errors_total{code="rate_limited"}'] == 1
 
 
 def test_the_bearer_scheme_is_case_insensitive():

@@ -133,7 +133,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,
         max_sessions=args.max_sessions, api_key=args.api_key, allowed_origins=tuple(args.allowed_origin),
         max_text_chars=args.max_text_chars, max_message_bytes=args.max_message_bytes,
-        inactivity_timeout_s=args.inactivity_timeout, frame_cache_mb=args.frame_cache_mb, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+        inactivity_timeout_s=args.inactivity_timeout, start_timeout_s=args.start_timeout,
+        max_messages_per_s=args.max_messages_per_s, max_text_chars_per_s=args.max_text_chars_per_s,
+        max_sessions_per_address=args.max_sessions_per_address, stalled_send_timeout_s=args.stalled_send_timeout,
+        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
     )
 
     def ready(server) -> None:
@@ -164,3 +167,18 @@ def cmd_client(args: argparse.Namespace) -> int:
         raise CliError(f"could not open a WebSocket to {args.url}: {e}") from None
     print(summary_line(result, args.prebuffer_ms))
     return 0
+
+
+def cmd_stress(args: argparse.Namespace) -> int:
+    from voicespec.bench.stress import StressConfig, run_stress
+    from voicespec.pipeline.voice import load_voice
+
+    voice = load_voice(args.model, args.device, args.dtype)
+    report = run_stress(voice, StressConfig(messages=args.messages, sockets=args.sockets, disconnects=args.disconnects,
+                                            soak_s=args.soak_s, seed=args.seed))
+    print(report.table())
+    if args.out:
+        Path(args.out).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+    bad = any(p["tracebacks"] or p["bad_closes"] or not p["identical"] or p["rows_left"] or p["contexts_left"]
+              for p in report.phases)
+    return 1 if bad else 0

@@ -28,6 +28,11 @@ class ServerConfig:
     max_message_bytes: int = 65536  # larger client messages close the socket with 1009
     max_text_chars: int = 5000  # per context, all its text together
     inactivity_timeout_s: float = 60.0  # idle sockets (no message, nothing being synthesized) are closed
+    start_timeout_s: float = 10.0  # a socket that has not sent `start` by then is closed
+    max_messages_per_s: float = 200.0  # per connection, sustained (a bucket of twice this absorbs bursts)
+    max_text_chars_per_s: float = 20_000.0  # per connection, all contexts' text, sustained (bucket: twice)
+    max_sessions_per_address: int | None = None  # sessions one client address may hold (None: no limit)
+    stalled_send_timeout_s: float = 10.0  # a connection whose send has not progressed this long is closed
     ping_interval_s: float | None = 20.0
     ping_timeout_s: float | None = 20.0
     send_queue_chunks: int = 32  # audio chunks in flight per connection before its contexts pause
@@ -44,8 +49,12 @@ class ServerConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not self.frame_cache_mb >= 0:
             raise ValueError(f"frame_cache_mb must be >= 0, got {self.frame_cache_mb}")
-        if self.inactivity_timeout_s <= 0:
-            raise ValueError("inactivity_timeout_s must be > 0")
+        for name in ("inactivity_timeout_s", "start_timeout_s", "max_messages_per_s", "max_text_chars_per_s",
+                     "stalled_send_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_sessions_per_address is not None and self.max_sessions_per_address < 1:
+            raise ValueError(f"max_sessions_per_address must be >= 1, got {self.max_sessions_per_address}")
         if self.pacing_lead_s is not None and self.pacing_lead_s <= 0:
             raise ValueError("pacing_lead_s must be > 0 (or None for no pacing)")
         DecodeConfig(gamma=self.gamma)  # validates gamma

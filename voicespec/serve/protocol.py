@@ -60,10 +60,12 @@ TOO_MANY_CONTEXTS = "too_many_contexts"
 AT_CAPACITY = "at_capacity"  # fatal: the server is full
 INACTIVE = "inactive"  # fatal: nothing happened for too long
 SLOW_CLIENT = "slow_client"  # fatal: the client stopped reading its messages
-INTERNAL = "internal"
+RATE_LIMITED = "rate_limited"  # fatal: more messages or text per second than the server allows
+TOO_MANY_FROM_ADDRESS = "too_many_from_address"  # fatal: this address holds its share of sessions
+INTERNAL = "internal"  # fatal: a bug in the server; the connection closes with 1011
 ERROR_CODES = (BAD_JSON, BINARY_UNSUPPORTED, UNKNOWN_TYPE, BAD_MESSAGE, BAD_OPTION, UNKNOWN_VOICE, UNKNOWN_DRAFTER,
                NOT_STARTED, ALREADY_STARTED, TEXT_TOO_LONG, BAD_TEXT, UNKNOWN_CONTEXT, TOO_MANY_CONTEXTS,
-               AT_CAPACITY, INACTIVE, SLOW_CLIENT, INTERNAL)
+               AT_CAPACITY, INACTIVE, SLOW_CLIENT, RATE_LIMITED, TOO_MANY_FROM_ADDRESS, INTERNAL)
 
 # WebSocket close codes the server uses (1009 "message too big" is sent by the websockets library
 # when a client message exceeds the size limit).
@@ -74,6 +76,7 @@ CLOSE_INTERNAL = 1011  # after an `internal` error frame
 CLOSE_TRY_LATER = 1013  # at capacity
 CLOSE_SLOW_CLIENT = 4000
 CLOSE_INACTIVE = 4001
+CLOSE_RATE_LIMITED = 4002
 
 
 class ProtocolError(ValueError):

@@ -99,10 +99,18 @@ class TTSServer:
                                           "try again later", fatal=True))
             await ws.close(P.CLOSE_TRY_LATER, "at capacity")
             return
+        address = (ws.remote_address or ("?",))[0]
+        if cfg.max_sessions_per_address is not None and \
+                sum(s.address == address for s in self.sessions) >= cfg.max_sessions_per_address:
+            self.metrics.error(P.TOO_MANY_FROM_ADDRESS)
+            await ws.send(P.error_message(P.TOO_MANY_FROM_ADDRESS, f"this address holds {cfg.max_sessions_per_address} "
+                                          "sessions already; close one first", fatal=True))
+            await ws.close(P.CLOSE_TRY_LATER, "too many sessions from this address")
+            return
         sock = ws.transport.get_extra_info("socket")
         if cfg.send_buffer_bytes and sock is not None:  # bounds audio parked in the kernel per socket
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.send_buffer_bytes)
-        session = Session(ws, cfg, self.voice, self.metrics, self.worker)
+        session = Session(ws, cfg, self.voice, self.metrics, self.worker, address)
         self.sessions.add(session)
         self.metrics.active_sessions.set(len(self.sessions))
         self.metrics.sessions_total.inc()

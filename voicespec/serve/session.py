@@ -32,6 +32,7 @@ from voicespec.options import SAMPLING_OPTIONS
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
+from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
 
@@ -67,8 +68,9 @@ class Session:
     :meth:`on_item`, which the server schedules onto the loop."""
 
     def __init__(self, ws: ServerConnection, config: ServerConfig, voice: Voice, metrics: ServerMetrics,
-                 worker: DecodeWorker) -> None:
+                 worker: DecodeWorker, address: str = "?") -> None:
         self.ws = ws
+        self.address = address  # the client's IP address (per-address session limit)
         self.cfg = config
         self.voice = voice
         self.metrics = metrics
@@ -80,7 +82,10 @@ class Session:
         self.credits = Credits()
         self.outbox: deque[_Out] = deque()
         self.outbox_ready = asyncio.Event()
+        self.sending = False  # a send is in flight (popped from the outbox, not yet written)
         self.closing = False
+        self.messages = Bucket(config.max_messages_per_s, 2 * config.max_messages_per_s)
+        self.text_chars = Bucket(config.max_text_chars_per_s, 2 * config.max_text_chars_per_s)
 
     # -- outgoing
 
@@ -127,9 +132,23 @@ class Session:
             if out.ctx is not None and out.ctx.cancelled:
                 continue
             if out.kind == "done":
-                await self.ws.send(self._done(out.ctx))
+                await self._send(self._done(out.ctx))
             else:
-                await self.ws.send(out.payload)
+                await self._send(out.payload)
+
+    async def _send(self, payload: str | bytes) -> None:
+        """Send, or close the connection if the client has stopped reading (no progress for
+        ``stalled_send_timeout_s``): its slot and its contexts' cache rows are freed now."""
+        self.sending = True
+        try:
+            await asyncio.wait_for(self.ws.send(payload), self.cfg.stalled_send_timeout_s)
+        except TimeoutError:
+            self.metrics.error(P.SLOW_CLIENT)
+            self.closing = True
+            self.ws.transport.abort()  # nothing more can be written to it, not even a close frame
+            raise ConnectionClosed(None, None) from None
+        finally:
+            self.sending = False
 
     def _release_credit(self) -> None:
         full = self.credits.outstanding >= self.cfg.send_queue_chunks
@@ -144,7 +163,7 @@ class Session:
             data: str | bytes = P.encode_frame(ctx.id, ctx.seq, payload, start.encoding)
         else:
             data = P.audio_message(ctx.id, ctx.seq, payload, start.encoding)
-        await self.ws.send(data)
+        await self._send(data)
         ctx.seq += 1
         ctx.samples_sent += pcm.numel()
         if ctx.t_first_audio is None:
@@ -217,6 +236,12 @@ class Session:
     # -- client messages
 
     def handle(self, raw: str | bytes) -> None:
+        if self.closing:
+            return
+        if not self.messages.take():
+            self.reject(P.RATE_LIMITED, f"more than {self.cfg.max_messages_per_s:g} messages per second; closing",
+                        P.CLOSE_RATE_LIMITED)
+            return
         try:
             msg = P.parse_client_message(raw)
             if isinstance(msg, P.Start):
@@ -242,11 +267,15 @@ class Session:
 
     def fail(self, e: BaseException) -> None:
         """The last resort: ``internal`` (fatal) to the client, then close 1011 once it is sent."""
+        self.reject(P.INTERNAL, f"internal error ({type(e).__name__}); closing the connection", P.CLOSE_INTERNAL)
+
+    def reject(self, code: str, text: str, close_code: int) -> None:
+        """A fatal error: the error frame, then the close once it is sent (once per connection)."""
         if self.closing:
             return
-        self.error(P.INTERNAL, f"internal error ({type(e).__name__}); closing the connection", fatal=True)
+        self.error(code, text, fatal=True)
         self.closing = True
-        asyncio.ensure_future(self._close_after_drain(P.CLOSE_INTERNAL, "internal error"))
+        asyncio.ensure_future(self._close_after_drain(close_code, code))
 
     async def _close_after_drain(self, code: int, reason: str) -> None:
         await self._drain()
@@ -299,6 +328,10 @@ class Session:
         ctx = self._context(cid, create=True)
         if ctx.ended:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has ended; use a new context_id", cid)
+        if not self.text_chars.take(len(msg.text)):
+            self.reject(P.RATE_LIMITED, f"more than {self.cfg.max_text_chars_per_s:g} characters of text per second; "
+                        "closing", P.CLOSE_RATE_LIMITED)
+            return
         limit = self.cfg.max_text_chars
         if ctx.chars + len(msg.text) > limit:
             raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: the context would have {ctx.chars + len(msg.text)} "
@@ -411,16 +444,25 @@ class Session:
         finally:
             self.close()
             sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                await sender  # its end is expected here: not an unretrieved task exception
 
     async def _receive(self, sender: asyncio.Task) -> None:
         ws, timeout = self.ws, self.cfg.inactivity_timeout_s
-        idle_since = time.monotonic()
+        idle_since = opened = time.monotonic()
         while True:
             recv = asyncio.ensure_future(ws.recv())
-            done, _ = await asyncio.wait({recv, sender}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            wait = timeout if self.started else min(timeout, max(0.0, opened + self.cfg.start_timeout_s - time.monotonic()))
+            done, _ = await asyncio.wait({recv, sender}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             if sender in done:  # the sender died (socket closed while sending): stop
                 recv.cancel()
                 sender.result()
+                return
+            if recv not in done and self.started is None and time.monotonic() - opened >= self.cfg.start_timeout_s:
+                recv.cancel()
+                self.error(P.INACTIVE, f"no 'start' within {self.cfg.start_timeout_s:g} s; closing", fatal=True)
+                await self._drain()
+                await ws.close(P.CLOSE_INACTIVE, "no start")
                 return
             if recv not in done:
                 recv.cancel()
@@ -439,5 +481,5 @@ class Session:
     async def _drain(self, timeout: float = 2.0) -> None:
         """Let the sender flush what is queued (a final error message) before closing."""
         t = time.monotonic() + timeout
-        while self.outbox and time.monotonic() < t:
+        while (self.outbox or self.sending) and time.monotonic() < t:
             await asyncio.sleep(0.01)

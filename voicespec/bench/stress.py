@@ -1,0 +1,231 @@
+"""``voicespec stress``: the server against hostile clients on loopback, as one table.
+
+Phases, each beside one well-behaved session whose audio must stay bit-identical to what it got
+on a quiet server: a fuzz flood (generated hostile messages, :mod:`.hostile`, from sockets that
+reconnect whenever the server closes them), a storm of mid-stream disconnects (resets and close
+frames), and a soak of a few sessions. It counts what matters for hardening: tracebacks logged,
+closes without an error frame, server errors by code, cache rows, contexts and file descriptors
+left behind, and memory growth."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from voicespec.bench.hostile import hostile_messages
+from voicespec.bench.machine import rss_mb
+from voicespec.pipeline.voice import Voice
+from voicespec.serve import protocol as P
+from voicespec.serve.client import TTSClient
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.server import TTSServer
+
+GOOD_TEXT = "Hello there. This session behaves well."
+DOCUMENTED_CLOSES = {1000, P.CLOSE_TOO_BIG, P.CLOSE_SLOW_CLIENT, P.CLOSE_INACTIVE, P.CLOSE_RATE_LIMITED, P.CLOSE_TRY_LATER}
+
+
+@dataclass(frozen=True)
+class StressConfig:
+    messages: int = 100_000  # hostile messages in the fuzz phase, all sockets together
+    sockets: int = 8  # hostile sockets at a time
+    disconnects: int = 1000
+    soak_s: float = 0.0  # 0: no soak phase
+    soak_sessions: int = 4
+    seed: int = 0
+
+
+class _Tracebacks(logging.Handler):
+    """Counts error records that carry a traceback (the server logs every unexpected exception)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += record.exc_info is not None
+
+
+@dataclass
+class StressReport:
+    config: dict[str, Any]
+    quiet_ttfa_ms: float = 0.0
+    phases: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def table(self) -> str:
+        rows = ["| phase | what | tracebacks | closes without error frame | good session identical | good TTFA ms (quiet "
+                f"{self.quiet_ttfa_ms:.0f}) | rows / contexts / fds left | RSS MB before → after |",
+                "|---|---|---|---|---|---|---|---|"]
+        for p in self.phases:
+            rows.append(f"| {p['phase']} | {p['what']} | {p['tracebacks']} | {p['bad_closes']} | {p['identical']} | "
+                        f"{p['good_ttfa_ms']:.0f} | {p['rows_left']} / {p['contexts_left']} / {p['fds_left']:+d} | "
+                        f"{p['rss_before']:.0f} → {p['rss_after']:.0f} |")
+        return "\n".join(rows)
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class _Server:
+    """The server on a thread of its own with its own loop (as in production it has the process)."""
+
+    def __init__(self, voice: Voice, config: ServerConfig) -> None:
+        self.server = TTSServer(config, voice)
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        started = threading.Event()
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            async with self.server:
+                started.set()
+                await self._stop.wait()
+
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(main(),), daemon=True)
+        self._thread.start()
+        if not started.wait(60):
+            raise RuntimeError("the server did not start")
+        self.url = f"ws://127.0.0.1:{self.server.port}{P.WS_PATH}"
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+
+async def _good(url: str) -> tuple[float, bytes]:
+    async with TTSClient(url) as c:
+        await c.start(seed=1, gamma=0)
+        r = await c.synthesize(GOOD_TEXT)
+    return 1000 * r.ttfa_s, r.payload
+
+
+async def _hostile(url: str, messages: list[str | bytes], closes: list[tuple[int | None, bool]]) -> None:
+    """Send ``messages`` in order, reconnecting whenever the server closes the socket."""
+    i = 0
+    while i < len(messages):
+        last: dict | None = None
+        try:
+            async with connect(url, max_size=None) as ws:
+                async def reader() -> None:
+                    nonlocal last
+                    with contextlib.suppress(ConnectionClosed):
+                        async for m in ws:
+                            if isinstance(m, str):
+                                with contextlib.suppress(ValueError):
+                                    last = json.loads(m)
+
+                task = asyncio.create_task(reader())
+                with contextlib.suppress(ConnectionClosed):
+                    while i < len(messages):
+                        await ws.send(messages[i])
+                        i += 1
+                        if i % 50 == 0:
+                            await asyncio.sleep(0)
+                    await asyncio.sleep(0.05)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                if ws.close_code is not None:
+                    closes.append((ws.close_code, bool(last and last.get("type") == "error")))
+        except (OSError, ConnectionClosed):
+            await asyncio.sleep(0.05)
+
+
+async def _drop(url: str, i: int) -> None:
+    c = TTSClient(url)
+    await c.__aenter__()
+    await c.start(seed=i, gamma=0)
+    await c.send("text", context_id="x", text="This one is left behind. " * 4)
+    await c.send("end", context_id="x")
+    await c.next_event("x", timeout=60)
+    if i % 2:
+        c.ws.transport.abort()  # a reset: no close frame
+    await c.close()
+
+
+def run_stress(voice: Voice, config: StressConfig) -> StressReport:
+    counter = _Tracebacks()
+    for name in ("voicespec", "websockets"):
+        logging.getLogger(name).addHandler(counter)
+    server = _Server(voice, ServerConfig(port=0, max_sessions=max(64, config.sockets + 8), ping_interval_s=None))
+    report = StressReport(config=asdict(config))
+    pool = getattr(voice.target, "stack", None)
+    try:
+        quiet = [asyncio.run(_good(server.url)) for _ in range(3)]
+        report.quiet_ttfa_ms = sorted(t for t, _ in quiet)[1]
+        reference = quiet[0][1]
+
+        def phase(name: str, what: str, load) -> None:
+            before_tb, fds, rss = counter.count, _fds(), rss_mb()
+            closes: list[tuple[int | None, bool]] = []
+
+            async def both():
+                stop = asyncio.Event()
+                runs: list[tuple[float, bytes]] = []
+
+                async def good_loop():
+                    while not stop.is_set():
+                        runs.append(await _good(server.url))
+
+                good = asyncio.create_task(good_loop())
+                await load(closes)
+                stop.set()
+                await good
+                return runs
+
+            runs = asyncio.run(both())
+            t = time.monotonic()
+            while time.monotonic() - t < 30 and (server.server.worker._jobs or server.server.sessions):
+                time.sleep(0.05)
+            report.phases.append({
+                "phase": name, "what": what, "tracebacks": counter.count - before_tb,
+                "bad_closes": sum(1 for code, had_error in closes if code not in DOCUMENTED_CLOSES and not
+                                  (code == P.CLOSE_INTERNAL and had_error)),
+                "closes": {str(c): sum(1 for code, _ in closes if code == c) for c in sorted({c for c, _ in closes if c is not None})},
+                "identical": all(p == reference for _, p in runs), "good_runs": len(runs),
+                "good_ttfa_ms": sorted(t for t, _ in runs)[len(runs) // 2] if runs else float("nan"),
+                "rows_left": pool.pool.in_use if pool is not None else 0,
+                "contexts_left": len(server.server.worker._jobs), "fds_left": _fds() - fds,
+                "rss_before": rss, "rss_after": rss_mb()})
+
+        messages = list(hostile_messages(config.messages, config.seed))
+        share = [messages[k::config.sockets] for k in range(config.sockets)]
+
+        async def fuzz(closes):
+            await asyncio.gather(*(_hostile(server.url, m, closes) for m in share))
+
+        phase("fuzz", f"{config.messages:,} generated hostile messages from {config.sockets} sockets", fuzz)
+
+        async def storm(closes):
+            for start in range(0, config.disconnects, 50):
+                await asyncio.gather(*(_drop(server.url, i) for i in range(start, min(start + 50, config.disconnects))))
+
+        phase("disconnects", f"{config.disconnects:,} mid-stream drops (resets, close frames)", storm)
+        if config.soak_s:
+            async def soak(closes):
+                t = time.monotonic()
+
+                async def one():
+                    while time.monotonic() - t < config.soak_s:
+                        await _good(server.url)
+                await asyncio.gather(*(one() for _ in range(config.soak_sessions)))
+
+            phase("soak", f"{config.soak_sessions} sessions for {config.soak_s:g} s", soak)
+    finally:
+        server.close()
+        for name in ("voicespec", "websockets"):
+            logging.getLogger(name).removeHandler(counter)
+    return report
