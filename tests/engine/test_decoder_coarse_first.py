@@ -134,13 +134,7 @@ def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6
         extra = [decoder.generate(p, DecodeConfig(SAMPLING, gamma=g, max_steps=5, seed=first + g))
                  for g, p in enumerate(others, start=1)]
 
-        def run(gen):  # a whole generation as one coroutine of works
-            chunks = []
-            while not gen.done:
-                chunks.append((yield from gen.advance()).frames)
-            return torch.cat(chunks, 1)
-
-        for frames in drive_batch([run(g) for g in gens + extra])[: len(gens)]:
+        for frames in drive_batch([g.decode() for g in gens + extra])[: len(gens)]:
             counts[tuple(tuple(row) for row in frames.tolist())] += 1
     return counts
 
@@ -225,3 +219,16 @@ def test_under_load_drafting_is_charged_per_session_in_the_batch_and_speculation
     alone, loaded = gammas(1), gammas(64)
     assert sum(g > 0 for g in alone) > 0.8 * len(alone)
     assert sum(g > 0 for g in loaded) < 0.2 * len(loaded)
+
+
+def test_run_batch_equals_each_prompt_alone():
+    """Greedy and seeded sampling, prompts of different lengths, speculation with rejections."""
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=4, coarse_first=True)
+    decoder = SpecDecoder(target, ModelDrafter(codec_draft(target)))
+    prompts = [target.layout.prompt(ids) for ids in ([1], [2, 3, 1, 2], [3, 3, 1])]
+    for sampling in (GREEDY, SamplingConfig(temperature=1.0, top_k=4)):
+        configs = [DecodeConfig(sampling, gamma=g, max_steps=30, seed=9 + g) for g in (0, 2, 3)]
+        batch = decoder.run_batch(prompts, configs)
+        for p, c, frames in zip(prompts, configs, batch):
+            alone = decoder.generate(p, c).run()
+            assert frames.shape[1] > 0 and torch.equal(frames, alone)

@@ -21,7 +21,7 @@ from voicespec.engine.step_lm import LMSession, Pass, StepLM
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.stats import DecodeStats
 from voicespec.engine.verify import Verdict, verify_greedy, verify_sampling
-from voicespec.engine.work import Work, drive
+from voicespec.engine.work import Work, drive, drive_batch
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,13 @@ class SpecDecoder:
 
     def generate(self, prompt: Prompt, config: DecodeConfig | None = None) -> Generation:
         return Generation(self, prompt, config or self.config)
+
+    def run_batch(self, prompts: list[Prompt], configs: list[DecodeConfig] | None = None) -> list[torch.Tensor]:
+        """Decode several prompts together — each step one batched target pass over all the
+        unfinished ones — and return each one's frames ``[K, T]``: what :meth:`Generation.run`
+        gives it alone (greedy: token for token; seeded sampling: draw for draw)."""
+        configs = configs or [self.config] * len(prompts)
+        return drive_batch([self.generate(p, c).decode() for p, c in zip(prompts, configs)])
 
 
 class Generation:
@@ -184,6 +191,14 @@ class Generation:
 
     def run(self) -> torch.Tensor:
         """Decode to the end; return all frames ``[K, T]``."""
-        chunks = [c.frames for c in self]
+        return drive(self.decode())
+
+    def decode(self) -> Generator[Work, Any, torch.Tensor]:
+        """:meth:`run` as a coroutine of works: many generations decode together with
+        :func:`~voicespec.engine.work.drive_batch` (see :meth:`SpecDecoder.run_batch`)."""
+        chunks = []
+        while not self.done:
+            chunks.append((yield from self.advance()).frames)
+        self.close()
         K = self.layout.n_codebooks
         return torch.cat(chunks, dim=1) if chunks else torch.empty(K, 0, dtype=torch.long)
