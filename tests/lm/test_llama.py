@@ -68,6 +68,13 @@ def test_kv_cache_rows_are_handed_out_lowest_first_and_grow_when_all_are_taken()
     assert cache.k[0, 0, 0, :3].tolist() == [[1.0, 1.0]] * 3 and cache.lengths[0] == 3
     cache.release(1)
     assert cache.acquire() == 1 and cache.lengths[1] == 0 and cache.in_use == 3
+    assert cache.acquire() == 3
+    cache.reserve(9)
+    for row in range(3):
+        cache.release(row)
+    assert cache.rows == 4 and cache.capacity == 16 and cache.in_use == 1  # row 3 still out
+    cache.release(3)
+    assert cache.rows == 2 and cache.capacity == 4 and cache.in_use == 0  # the last one back: shrunk
 
 
 def test_kv_cache_writes_a_span_of_rows_at_their_own_positions():

@@ -21,16 +21,21 @@ import torch
 class KVCache:
     """Keys and values ``[layers, rows, kv_heads, capacity, head_dim]``; ``lengths[r]`` cached
     positions of row ``r``. ``capacity`` grows (doubling, all rows at once) when a row needs more,
-    and so do the rows when every one is in use."""
+    and so do the rows when every one is in use; both shrink back once no row is in use."""
 
     def __init__(self, layers: int, rows: int, kv_heads: int, head_dim: int, capacity: int = 256,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
-        shape = (layers, rows, kv_heads, capacity, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.lengths = [0] * rows
-        self._free = list(range(rows))  # lowest first: active rows stay packed, spans stay short
+        self._initial = (layers, rows, kv_heads, capacity, head_dim)
         self._lock = threading.Lock()  # release() may come from a finalizer on another thread
+        self.k = torch.zeros(self._initial, dtype=dtype, device=device)
+        self._empty()
+
+    def _empty(self) -> None:
+        """Back to the initial rows and capacity, every row free."""
+        self.k = self.k.new_zeros(self._initial)
+        self.v = self.k.new_zeros(self._initial)
+        self.lengths = [0] * self._initial[1]
+        self._free = list(range(self._initial[1]))  # lowest first: active rows stay packed, spans stay short
 
     @property
     def capacity(self) -> int:
@@ -56,11 +61,14 @@ class KVCache:
             return row
 
     def release(self, row: int) -> None:
-        """Give ``row`` back (its contents are garbage from now on)."""
+        """Give ``row`` back (its contents are garbage from now on). When the last row in use comes
+        back, the cache shrinks to its initial size: a burst of sessions does not keep its memory."""
         with self._lock:
             self.lengths[row] = 0
             self._free.append(row)
             self._free.sort()
+            if len(self._free) == self.rows and self.k.shape != self._initial:
+                self._empty()
 
     def reserve(self, needed: int) -> None:
         """Room for ``needed`` positions in every row (grows by doubling; existing entries kept)."""
