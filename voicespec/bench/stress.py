@@ -169,7 +169,7 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
     counter = _Tracebacks()
     for name in ("voicespec", "websockets"):
         logging.getLogger(name).addHandler(counter)
-    server = _Server(voice, ServerConfig(port=0, max_sessions=max(64, config.sockets + 8), ping_interval_s=None))
+    server = _Server(voice, ServerConfig(port=0, max_sessions=max(128, config.sockets + 8), ping_interval_s=None))
     report = StressReport(config=asdict(config))
     pool = getattr(voice.target, "stack", None)
     try:
@@ -222,6 +222,9 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
         async def storm(closes):
             for start in range(0, config.disconnects, 50):
                 await asyncio.gather(*(_drop(server.url, i) for i in range(start, min(start + 50, config.disconnects))))
+                t = time.monotonic()  # the server notices the drops on its own loop: let it
+                while len(server.server.sessions) > 2 and time.monotonic() - t < 10:
+                    await asyncio.sleep(0.01)
 
         phase("disconnects", f"{config.disconnects:,} mid-stream drops (resets, close frames)", storm)
         if config.soak_s:
