@@ -674,12 +674,16 @@ def test_connection_budgets_close_floods_stalls_and_sockets_that_never_start(tin
 
     with running(tiny_voice, max_messages_per_s=20, start_timeout_s=0.5, max_sessions_per_address=1,
                  stalled_send_timeout_s=0.5, send_buffer_bytes=16384) as server:
-        (err, code), = [run(flood())]
+        gone = lambda: not server.sessions  # noqa: E731 — each step's socket has left the server before the next
+        err, code = run(flood())
         assert err["code"] == "rate_limited" and err["fatal"] and code == P.CLOSE_RATE_LIMITED
+        wait_for(gone)
         err, code = run(silent())
         assert err["code"] == "inactive" and "no 'start'" in err["message"] and code == P.CLOSE_INACTIVE
+        wait_for(gone)
         err, code = run(two_from_one_address())
         assert err["code"] == "too_many_from_address" and code == P.CLOSE_TRY_LATER
+        wait_for(gone)
         assert run(never_reads())  # dropped: the slot is free again
         m = metrics(server, parse_exposition)
     assert m['voicespec_errors_total{code="slow_client"}'] >= 1 and m['voicespec_errors_total{code="rate_limited"}'] == 1
