@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import socket
 import subprocess
@@ -30,6 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request
 
 from voicespec.bench.hostile import hostile_messages
+from voicespec.bench.machine import open_fds, rss_mb
 from voicespec.serve import protocol as P
 from voicespec.audio import to_encoding
 from voicespec.serve.client import Audio, TTSClient
@@ -258,15 +258,6 @@ def test_disconnect_mid_stream_frees_the_slot(tiny_voice, parse_exposition):
         assert run(come_back())["sentences"] == 1  # the only slot is free again
 
 
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 @pytest.mark.slow
 def test_a_thousand_mid_stream_disconnects_leave_nothing_behind(tiny_voice, parse_exposition):
     """1,000 clients drop mid-stream (TCP reset, or a close frame), 50 at a time, each after its
@@ -293,15 +284,15 @@ def test_a_thousand_mid_stream_disconnects_leave_nothing_behind(tiny_voice, pars
     with running(tiny_voice, max_sessions=64) as server:
         run(wave(0))  # warm: the pool and the allocator reach their working size
         wait_for(lambda: not server.worker._jobs and pool.in_use == 0)
-        fds, rss = _fds(), _rss_mb()
+        fds, rss = open_fds(), rss_mb()
         for start in range(50, 1000, 50):
             run(wave(start))
         wait_for(lambda: metrics(server, parse_exposition)["voicespec_active_sessions"] == 0)
         wait_for(lambda: not server.worker._jobs and pool.in_use == 0)
         m = metrics(server, parse_exposition)
         assert m['voicespec_contexts_total{outcome="disconnected"}'] == 1000 and m["voicespec_active_contexts"] == 0
-        assert _fds() <= fds + 2, "file descriptors leaked"
-        assert _rss_mb() < rss + 64, f"memory grew from {rss:.0f} to {_rss_mb():.0f} MB"
+        assert open_fds() <= fds + 2, "file descriptors leaked"
+        assert rss_mb() < rss + 64, f"memory grew from {rss:.0f} to {rss_mb():.0f} MB"
 
 
 def test_at_capacity_is_refused_with_an_error_and_1013(tiny_voice, parse_exposition):

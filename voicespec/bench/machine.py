@@ -53,6 +53,11 @@ def environment() -> dict[str, Any]:
     }
 
 
+def open_fds() -> int:
+    """File descriptors this process holds (Linux /proc)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
 def rss_mb() -> float:
     """Resident memory now (Linux /proc; elsewhere the peak, the best portable figure)."""
     try:

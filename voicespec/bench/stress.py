@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,7 +24,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from voicespec.bench.hostile import hostile_messages
-from voicespec.bench.machine import rss_mb
+from voicespec.bench.machine import open_fds, rss_mb
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.client import TTSClient
@@ -82,10 +81,6 @@ def _lsb(a: bytes, b: bytes) -> float:
     """Largest difference between two pcm_s16le streams, in 16-bit steps (inf: lengths differ)."""
     x, y = np.frombuffer(a, "<i2").astype(np.int32), np.frombuffer(b, "<i2").astype(np.int32)
     return float(np.abs(x - y).max(initial=0)) if x.shape == y.shape else float("inf")
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 class _Server:
@@ -178,7 +173,7 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
         reference = quiet[0][1]
 
         def phase(name: str, what: str, load) -> None:
-            before_tb, fds, rss = counter.count, _fds(), rss_mb()
+            before_tb, fds, rss = counter.count, open_fds(), rss_mb()
             closes: list[tuple[int | None, bool]] = []
 
             async def both():
@@ -208,7 +203,7 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
                 "good_runs": len(runs),
                 "good_ttfa_ms": sorted(t for t, _ in runs)[len(runs) // 2] if runs else float("nan"),
                 "rows_left": pool.pool.in_use if pool is not None else 0,
-                "contexts_left": len(server.server.worker._jobs), "fds_left": _fds() - fds,
+                "contexts_left": len(server.server.worker._jobs), "fds_left": open_fds() - fds,
                 "rss_before": rss, "rss_after": rss_mb()})
 
         messages = list(hostile_messages(config.messages, config.seed))
