@@ -94,32 +94,16 @@ def exact_frames(target, prompt, exact_distribution) -> dict[tuple, float]:
     return out
 
 
+def _key(frames: torch.Tensor) -> tuple:
+    return tuple(tuple(row) for row in frames.tolist())
+
+
 def empirical_frames(target, drafter, prompt, n: int) -> Counter:
     counts: Counter = Counter()
     decoder = SpecDecoder(target, drafter, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS))
     for seed in range(n):
-        frames = decoder.generate(prompt, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=seed)).run()
-        counts[tuple(tuple(row) for row in frames.tolist())] += 1
+        counts[_key(decoder.generate(prompt, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=seed)).run())] += 1
     return counts
-
-
-@pytest.mark.slow
-def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
-        monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
-    target, draft, prompt = coarse_case(sharpened)
-    exact = exact_frames(target, prompt, exact_distribution)
-    assert abs(sum(exact.values()) - 1) < 1e-5
-    counts = empirical_frames(target, ModelDrafter(draft), prompt, 800)
-    assert set(counts) <= set(exact), "produced frames the target gives probability zero"
-    assert chi_square_pvalue(counts, exact) > 1e-3
-
-    # Controls: a wrong acceptance rule, and a fine stage that ignores its distribution, both fail.
-    with monkeypatch.context() as m:
-        m.setattr(decoder_module, "verify_sampling", accept_everything)
-        assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
-    with monkeypatch.context() as m:
-        m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))
-        assert chi_square_pvalue(empirical_frames(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
 
 
 def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6) -> Counter:
@@ -135,23 +119,30 @@ def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6
                  for g, p in enumerate(others, start=1)]
 
         for frames in drive_batch([g.decode() for g in gens + extra])[: len(gens)]:
-            counts[tuple(tuple(row) for row in frames.tolist())] += 1
+            counts[_key(frames)] += 1
     return counts
 
 
 @pytest.mark.slow
-def test_batched_speculative_sampling_keeps_the_targets_distribution(
-        monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
-    """The chi-square test through the batched path, each generation mixed with sessions of other
-    prompt lengths and γ; the wrong acceptance rule still fails it."""
+@pytest.mark.parametrize("empirical", [empirical_frames, empirical_frames_batched], ids=["alone", "batched"])
+def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
+        empirical, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
+    """Alone, and through the batched path with each generation mixed with sessions of other
+    prompt lengths and γ."""
     target, draft, prompt = coarse_case(sharpened)
     exact = exact_frames(target, prompt, exact_distribution)
-    counts = empirical_frames_batched(target, ModelDrafter(draft), prompt, 600)
+    assert abs(sum(exact.values()) - 1) < 1e-5
+    counts = empirical(target, ModelDrafter(draft), prompt, 800)
     assert set(counts) <= set(exact), "produced frames the target gives probability zero"
     assert chi_square_pvalue(counts, exact) > 1e-3
+
+    # Controls: a wrong acceptance rule, and a fine stage that ignores its distribution, both fail.
     with monkeypatch.context() as m:
         m.setattr(decoder_module, "verify_sampling", accept_everything)
-        assert chi_square_pvalue(empirical_frames_batched(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+        assert chi_square_pvalue(empirical(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+    with monkeypatch.context() as m:
+        m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))
+        assert chi_square_pvalue(empirical(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
 
 
 def test_a_delay_draft_is_refused_for_a_coarse_first_target():

@@ -53,14 +53,14 @@ def _value(rng: random.Random, depth: int = 0) -> Any:
     if kind == 13:
         return rng.randrange(-10, 10**6)
     if kind == 14:
-        return rng.choice(list(P._FIELDS))
+        return rng.choice(list(P.MESSAGE_FIELDS))
     return rng.random() * rng.choice([1, 100, 1e6])
 
 
 def hostile_messages(n: int, seed: int = 0) -> Iterator[str | bytes]:
     """``n`` messages: mostly schema-shaped objects with hostile field values, some raw frames."""
     rng = random.Random(seed)
-    kinds = list(P._FIELDS)
+    kinds = list(P.MESSAGE_FIELDS)
     for _ in range(n):
         r = rng.random()
         if r < 0.05:
@@ -70,7 +70,7 @@ def hostile_messages(n: int, seed: int = 0) -> Iterator[str | bytes]:
         else:
             kind = rng.choice(kinds)
             msg: dict[str, Any] = {"type": kind if rng.random() < 0.9 else _value(rng)}
-            for name in P._FIELDS[kind]:
+            for name in P.MESSAGE_FIELDS[kind]:
                 if rng.random() < 0.7:
                     msg[name] = _value(rng)
             if rng.random() < 0.1:

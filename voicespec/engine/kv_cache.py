@@ -26,14 +26,14 @@ class KVCache:
     def __init__(self, layers: int, rows: int, kv_heads: int, head_dim: int, capacity: int = 256,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
         self._initial = (layers, rows, kv_heads, capacity, head_dim)
+        self._dtype, self._device = dtype, device
         self._lock = threading.Lock()  # release() may come from a finalizer on another thread
-        self.k = torch.zeros(self._initial, dtype=dtype, device=device)
         self._empty()
 
     def _empty(self) -> None:
         """Back to the initial rows and capacity, every row free."""
-        self.k = self.k.new_zeros(self._initial)
-        self.v = self.k.new_zeros(self._initial)
+        self.k = torch.zeros(self._initial, dtype=self._dtype, device=self._device)
+        self.v = torch.zeros(self._initial, dtype=self._dtype, device=self._device)
         self.lengths = [0] * self._initial[1]
         self._free = list(range(self._initial[1]))  # lowest first: active rows stay packed, spans stay short
 

@@ -149,7 +149,7 @@ _KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (is_int, "an
           "number": (is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
 
 # type -> {field: (kind, required)}
-_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
+MESSAGE_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "start": {"voice": ("str", False), "sample_rate": ("int", False), "encoding": ("str", False),
               "audio_transport": ("str", False), "seed": ("int", False),
               "latency_budget_ms": ("number", False), "drafter": ("str", False), "gamma": ("gamma", False),
@@ -198,12 +198,12 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
         raise ProtocolError(BAD_JSON, "message must be a JSON object")
     kind = msg.get("type")
     cid = msg.get("context_id") if isinstance(msg.get("context_id"), str) and CONTEXT_ID_RE.fullmatch(msg["context_id"]) else None
-    if not isinstance(kind, str) or kind not in _FIELDS:
+    if not isinstance(kind, str) or kind not in MESSAGE_FIELDS:
         if kind is None:
             raise ProtocolError(BAD_MESSAGE, "message has no 'type' field", cid)
         raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {json.dumps(kind)[:40]}; "
-                            f"expected one of: {', '.join(_FIELDS)}", cid)
-    spec = _FIELDS[kind]
+                            f"expected one of: {', '.join(MESSAGE_FIELDS)}", cid)
+    spec = MESSAGE_FIELDS[kind]
     unknown = sorted(set(msg) - set(spec) - {"type"})
     if unknown:
         raise ProtocolError(BAD_MESSAGE, f"unknown field(s) for {kind!r}: {', '.join(unknown)}", cid)
