@@ -76,6 +76,7 @@ class Generation:
         self.fine_generator = None if config.seed is None else \
             torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
         self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
+        self._last_new = 0  # steps the last pass committed (0: no pass yet)
         self.stats = DecodeStats()
         self.assembler = FrameAssembler(layout)
         self.state = layout.initial_state(prompt)
@@ -112,8 +113,18 @@ class Generation:
     def _draft(self, gamma: int) -> Draft:
         if gamma == 0 or self.draft_session is None:
             return Draft(self.history[:0])
-        ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator)
+        ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
+                           self._features())
         return self.draft_session.propose(ctx, gamma)
+
+    def _features(self) -> torch.Tensor | None:
+        """The target's final hidden state that predicted the pending step: row ``_fine_from +
+        (steps committed by the last pass) - 1`` of its last forward (the prefill's last row
+        before the first pass)."""
+        hidden = getattr(self.target, "hidden", None)
+        if hidden is None:
+            return None
+        return hidden[-1] if self._last_new == 0 else hidden[self._fine_from + self._last_new - 1]
 
     def _verify(self, draft: Draft, warped: torch.Tensor) -> Verdict:
         """The verdict on ``draft`` given the target's warped logits ``[γ+1, G, V]`` after each of its prefixes."""
@@ -146,6 +157,7 @@ class Generation:
 
         old = self.length
         new = self._commit(verdict.steps[:remaining])
+        self._last_new = new.shape[0]
         keep = min(old + verdict.accepted_steps, self.length - 1)
         self.target.truncate(keep)
         if self.draft_session is not None:

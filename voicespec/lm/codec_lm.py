@@ -270,7 +270,7 @@ class CodecLMSession(LMSession):
     def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0,
                  stack: LlamaStack | None = None) -> None:
         super().__init__(model, prefix, stack)
-        self.hidden: torch.Tensor | None = None  # [T, D] of the last forward (coarse-first only)
+        self.hidden: torch.Tensor | None = None  # [T, D]: final hidden states of the last forward (on the device)
         self.prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame [K]
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
         self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
@@ -282,6 +282,13 @@ class CodecLMSession(LMSession):
         if rows.shape[0] < n:
             rows = torch.cat([rows, torch.tensor([END_ROW]).repeat(n - rows.shape[0], 1)])
         return rows.unsqueeze(0)
+
+    def embed_at(self, steps: torch.Tensor, start: int) -> torch.Tensor:
+        """Input embeddings ``[1, n, D]`` of ``steps [n, G]`` placed at step positions ``start ..``
+        (with their track rows): what the target reads there. Drafters built on the target use it."""
+        rows = self.track_rows(start, steps.shape[0])
+        device = self.model.device
+        return self.model.embed(None, steps[None].to(device), None if rows is None else rows.to(device))
 
     @classmethod
     def embed_batch(cls, sessions: list[CodecLMSession], blocks: list[torch.Tensor]) -> torch.Tensor:
@@ -300,8 +307,7 @@ class CodecLMSession(LMSession):
         model = sessions[0].model
         logits = model.heads(hidden).view(*hidden.shape[:2], model.n_codebooks, model.head_vocab)  # [B, T, G, V]
         for i, (s, n) in enumerate(zip(sessions, counts)):
-            if model.fine is not None:
-                s.hidden = hidden[i, :n]  # stays on the device: the fine stage's input
+            s.hidden = hidden[i, :n]  # stays on the device: the fine stage's and feature drafters' input
         logits = logits.float().cpu()  # one transfer per pass: verification runs on the host
         return [logits[i, :n] for i, n in enumerate(counts)]
 
@@ -309,8 +315,7 @@ class CodecLMSession(LMSession):
         track, device = self.track_rows(self.length, steps.shape[0]), self.model.device
         logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0).to(device), cache=self.cache, use_cache=True,
                                                  track=None if track is None else track.to(device))
-        if self.model.fine is not None:
-            self.hidden = h[0]
+        self.hidden = h[0]
         return logits[0].float().cpu()
 
     def fine_work(self, coarse: torch.Tensor, first: int, sampling: SamplingConfig,
@@ -382,8 +387,8 @@ class CodecStepLM:
                 rows = session.track_rows(0, context.shape[0])
                 rows = None if rows is None else rows.to(device)
                 if self.stack is not None:
-                    session.append(self.model.embed(text, codes, rows))
+                    session.hidden = session.append(self.model.embed(text, codes, rows))[0]
                 else:
-                    self.model(text_ids=text, codes=codes, track=rows, cache=session.cache, use_cache=True)
+                    session.hidden = self.model.forward_hidden(text, codes, rows, session.cache, use_cache=True)[2][0]
             session.length = context.shape[0]
         return session

@@ -63,10 +63,21 @@ class LlamaStack:
             span_counts[i] = n
         return self._span(full, cache, lo, span_counts)[at]
 
-    def _span(self, embeds: torch.Tensor, cache: KVCache, lo: int, counts: list[int]) -> torch.Tensor:
-        """:meth:`forward` over consecutive rows ``lo .. lo + S`` (``embeds [S, T, D]``)."""
+    @torch.inference_mode()
+    def peek(self, embeds: torch.Tensor, cache: KVCache, row: int, start: int, n_layers: int) -> torch.Tensor:
+        """The first ``n_layers`` layers (then the final norm) over ``embeds [1, T, D]`` at positions
+        ``start ..`` of ``row``, attending the row's cache below them: an early-exit draft that shares
+        the target's cache (LayerSkip). Keys and values are written there but the row's length does
+        not move: the positions stay past the committed prefix, for the verify pass to overwrite."""
+        return self._span(embeds, cache, row, [embeds.shape[1]], [start], n_layers)
+
+    def _span(self, embeds: torch.Tensor, cache: KVCache, lo: int, counts: list[int],
+              start: list[int] | None = None, n_layers: int | None = None) -> torch.Tensor:
+        """:meth:`forward` over consecutive rows ``lo .. lo + S`` (``embeds [S, T, D]``); with
+        ``start`` (positions to write at) the lengths stay as they are (see :meth:`peek`)."""
         S, T, _ = embeds.shape
-        start = cache.lengths[lo: lo + S]
+        commit = start is None
+        start = cache.lengths[lo: lo + S] if commit else start
         upto = max(start) + T
         cache.reserve(upto)
         device = embeds.device
@@ -74,7 +85,7 @@ class LlamaStack:
         mask = (torch.arange(upto, device=device) <= pos[:, :, None])[:, None]  # [S, 1, T, upto]: causal, per row
         cos, sin = self.backbone.rotary_emb(embeds, pos)
         h = embeds
-        for i, layer in enumerate(self.backbone.layers):
+        for i, layer in enumerate(self.backbone.layers[:n_layers]):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
             q = attn.q_proj(x).view(S, T, self.heads, self.head_dim).transpose(1, 2)
@@ -87,6 +98,7 @@ class LlamaStack:
                                                  enable_gqa=self.kv_heads != self.heads)
             h = h + attn.o_proj(out.transpose(1, 2).reshape(S, T, -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        for r, (s, n) in enumerate(zip(start, counts), start=lo):
-            cache.lengths[r] = s + n
+        if commit:
+            for r, (s, n) in enumerate(zip(start, counts), start=lo):
+                cache.lengths[r] = s + n
         return self.backbone.norm(h)

@@ -2,7 +2,8 @@
 engine-only ``generate`` command (a draft model folder given on the command line).
 
 Names: ``none`` (plain decoding), ``ngram`` (prompt lookup, model-free), or the name of a draft
-model folder. Lives here, not in the engine, because building a draft model means loading one.
+folder: a draft LM (its own cache) or draft heads over the target's hidden state (``feature``,
+``medusa``; :mod:`voicespec.lm.draft_heads`), told apart by the folder's config. Lives here, not in the engine, because building a draft model means loading one.
 """
 
 from __future__ import annotations
@@ -11,25 +12,46 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from voicespec.engine.drafters import Drafter, ModelDrafter, NGramDrafter
+from transformers import AutoConfig
+
+from voicespec.engine.drafters import Drafter, EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter, NGramDrafter
+from voicespec.engine.step_lm import StepLM
+from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
 from voicespec.lm.loading import load_step_lm
 
 BUILTIN = ("none", "ngram")
+EARLY_EXIT = "early-exit-"  # + the layers kept: the target's first layers as its own draft
 
 
-def drafter_names(draft_models: Mapping[str, str | Path]) -> list[str]:
-    return [*BUILTIN, *sorted(draft_models)]
+def early_exit_names(target: StepLM | None) -> list[str]:
+    """``early-exit-1`` .. ``early-exit-(L-1)`` for a target over a plain-torch stack of L layers."""
+    if getattr(target, "stack", None) is None:
+        return []
+    return [f"{EARLY_EXIT}{n}" for n in range(1, target.stack.layers)]
+
+
+def drafter_names(draft_models: Mapping[str, str | Path], target: StepLM | None = None) -> list[str]:
+    return [*BUILTIN, *early_exit_names(target), *sorted(draft_models)]
 
 
 def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapping[str, Any] | None = None,
-                  owner: str = "", device: Any = "cpu", dtype: Any = None) -> Drafter | None:
-    """The drafter called ``name`` (None for ``none``; a draft model on ``device`` in ``dtype``);
-    ValueError lists the names there are."""
+                  owner: str = "", device: Any = "cpu", dtype: Any = None, target: StepLM | None = None) -> Drafter | None:
+    """The drafter called ``name`` (None for ``none``; a draft model on ``device`` in ``dtype``;
+    draft heads need the ``target`` they read); ValueError lists the names there are."""
     if name == "none":
         return None
     if name == "ngram":
         return NGramDrafter(**(ngram or {}))
+    if name in early_exit_names(target):
+        return EarlyExitDrafter(target, int(name.removeprefix(EARLY_EXIT)))
     if name in draft_models:
-        return ModelDrafter(load_step_lm(str(draft_models[name]), device=device, dtype=dtype))
+        folder = str(draft_models[name])
+        if isinstance(AutoConfig.from_pretrained(folder), DraftHeadsConfig):
+            if target is None:
+                raise ValueError(f"drafter {name!r} reads the target's hidden state: it needs the target")
+            heads = DraftHeads.from_pretrained(folder).to(device, dtype)
+            kind = FeatureDrafter if heads.config.kind == "feature" else MedusaDrafter
+            return kind(target, heads, name)
+        return ModelDrafter(load_step_lm(folder, device=device, dtype=dtype))
     where = f" for {owner}" if owner else ""
-    raise ValueError(f"unknown drafter {name!r}{where}; choose one of: {', '.join(drafter_names(draft_models))}")
+    raise ValueError(f"unknown drafter {name!r}{where}; choose one of: {', '.join(drafter_names(draft_models, target))}")

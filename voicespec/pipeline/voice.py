@@ -120,14 +120,14 @@ class Voice:
 
     @property
     def drafter_names(self) -> list[str]:
-        return drafter_names(self.draft_dirs)
+        return drafter_names(self.draft_dirs, self.target)
 
     def drafter(self, name: str) -> Drafter | None:
         """A drafter by name: ``none``, ``ngram`` or a draft model shipped with the voice."""
         if name not in self._drafters:
             weights = next(self.target.model.parameters())  # draft models run where the target runs
             self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}",
-                                                 device=weights.device, dtype=weights.dtype)
+                                                 device=weights.device, dtype=weights.dtype, target=self.target)
         return self._drafters[name]
 
     @classmethod

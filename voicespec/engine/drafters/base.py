@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 
@@ -17,7 +18,9 @@ class DraftContext:
 
     ``history``: every committed step, prompt steps first (``[N, G]``; the last one is pending in
     the caches). ``n_prompt``: how many of them are prompt steps. ``state``: the layout state after
-    the generated steps.
+    the generated steps. ``target``: the target's session (its model, cache row and embeddings,
+    for drafters built on the target). ``features``: the target's final hidden state ``[D]`` that
+    predicted the pending step (on the target's device), when the target exposes one.
     """
 
     history: torch.Tensor
@@ -25,6 +28,8 @@ class DraftContext:
     state: LayoutState
     policy: TokenPolicy
     generator: torch.Generator | None
+    target: Any = None
+    features: torch.Tensor | None = None
 
     @property
     def generated(self) -> torch.Tensor:
@@ -76,3 +81,28 @@ def legal_prefix(ctx: DraftContext, steps: torch.Tensor) -> torch.Tensor:
             return steps[:i]
         state = layout.advance(state, step)
     return steps
+
+
+def draft_loop(ctx: DraftContext, gamma: int, next_logits: Callable[[int, torch.Tensor], torch.Tensor]) -> Draft:
+    """Up to ``gamma`` steps, each drawn with the target's own policy (masks, warpers, generator).
+
+    ``next_logits(j, step)``: raw logits ``[1, G, V]`` of draft position ``j`` (0-based), after
+    ``step`` (``[G]``: the pending step for ``j = 0``, then the step drafted at ``j - 1``).
+    Stops early at the end of the utterance."""
+    layout, policy = ctx.policy.layout, ctx.policy
+    state, generated = ctx.state, ctx.generated
+    step = ctx.history[-1]
+    steps, probs = [], []
+    for j in range(gamma):
+        if layout.is_done(state):
+            break
+        warped = policy.warp(next_logits(j, step), state, generated[:0], generated)[0]
+        step = policy.choose(warped, ctx.generator)
+        steps.append(step)
+        if not policy.sampling.greedy:
+            probs.append(policy.probs(warped))
+        state = layout.advance(state, step)
+        generated = torch.cat([generated, step.unsqueeze(0)])
+    if not steps:
+        return Draft(ctx.history[:0])
+    return Draft(torch.stack(steps), torch.stack(probs) if probs else None)

@@ -6,7 +6,7 @@ import torch
 
 from voicespec.engine.layout import Prompt, TokenLayout
 from voicespec.engine.step_lm import LMSession, StepLM
-from voicespec.engine.drafters.base import Draft, DraftContext
+from voicespec.engine.drafters.base import Draft, DraftContext, draft_loop
 
 
 class ModelDraftSession:
@@ -21,25 +21,13 @@ class ModelDraftSession:
         plus the last accepted draft when a whole block was accepted), so catch-up costs no
         extra pass.
         """
-        layout, policy = ctx.policy.layout, ctx.policy
-        feed = ctx.history[self.session.length :]
-        state, generated = ctx.state, ctx.generated
-        steps, probs = [], []
-        for _ in range(gamma):
-            if layout.is_done(state):
-                break
-            raw = self.session.forward(feed)[-1:]
-            warped = policy.warp(raw, state, generated[:0], generated)[0]
-            token = policy.choose(warped, ctx.generator)
-            steps.append(token)
-            if not policy.sampling.greedy:
-                probs.append(policy.probs(warped))
-            state = layout.advance(state, token)
-            generated = torch.cat([generated, token.unsqueeze(0)])
-            feed = token.unsqueeze(0)
-        if not steps:
-            return Draft(ctx.history[:0])
-        return Draft(torch.stack(steps), torch.stack(probs) if probs else None)
+        catch_up = ctx.history[self.session.length: -1]
+
+        def next_logits(j: int, step: torch.Tensor) -> torch.Tensor:
+            feed = torch.cat([catch_up, step[None]]) if j == 0 else step[None]
+            return self.session.forward(feed)[-1:]
+
+        return draft_loop(ctx, gamma, next_logits)
 
     def rollback(self, keep: int) -> None:
         self.session.truncate(keep)

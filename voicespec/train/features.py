@@ -1,0 +1,251 @@
+"""Feature-level drafters (EAGLE-style) and Medusa heads for a coarse-first target: ``voicespec train features``.
+
+Both read the target's final hidden state, so they are distilled on what they will see at run
+time: the target's *own sampled* outputs at the voice's settings (``sample_corpus``: batched plain
+decoding of the training prompts, prompts made by the voice's own duration predictor), then the
+frozen target teacher-forced over those samples gives every hidden state ``f_t [D]`` and every
+next-step distribution ``p_{t+1}``. The drafters are trained by unrolling them over their own
+predictions (EAGLE-3's "training-time test"): the feature drafter predicts ``f_{t+1}`` from
+``f_t`` and the committed step's embedding, then ``f_{t+2}`` from its own ``f̂_{t+1}``, and so
+on, each step scored by ``KL(p || q)`` at the voice's temperature — in sampling mode a drafted
+token is accepted with probability ``1 - TV(p, q)``. Medusa head ``k`` predicts step ``t+1+k``
+from ``f_t`` alone.
+
+Checkpointed like every recipe (``OUT/samples.pt`` grows batch by batch and resumes; training
+writes ``OUT/checkpoint.pt``); exports HF-style folders ``OUT/feature`` and ``OUT/medusa``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch.nn import functional as F
+
+from voicespec.engine.config import DecodeConfig
+from voicespec.engine.decoder import SpecDecoder
+from voicespec.lm.codec_lm import END_ROW, CodecLM
+from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
+from voicespec.pipeline.synthesis import sentence_config
+from voicespec.pipeline.voice import Voice
+from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
+from voicespec.train.configs import LMTrainConfig
+
+SAMPLES = "samples.pt"
+
+
+def sample_corpus(voice_dir: Path, run_dir: Path, out_dir: Path, n: int, batch: int = 48, seed: int = 0,
+                  log=print) -> list[dict[str, Any]]:
+    """The target's own samples (plain decoding, the voice's sampling settings, seed ``seed + i``)
+    for the first ``n`` prompts of ``run_dir``'s prepared corpus, in batches of ``batch`` decoded
+    together. Each item: ``ids``, ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse
+    codes, EOS last) and ``split``. Resumes from ``OUT/samples.pt``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / SAMPLES
+    done: list[dict[str, Any]] = torch.load(path, weights_only=False) if path.exists() else []
+    examples = torch.load(run_dir / "prepared.pt", weights_only=False)["examples"]
+    # Every held-out utterance, and training ones up to n in all.
+    chosen = [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
+    chosen = chosen[:n]
+    voice = Voice.load(voice_dir)
+    layout, base = voice.target.layout, DecodeConfig(sampling=voice.sampling, gamma=0)
+    t0 = time.perf_counter()
+    while len(done) < len(chosen):
+        part = chosen[len(done): len(done) + batch]
+        prompts = [voice.prompt(e["ids"]) for e in part]
+        configs = [replace(sentence_config(voice, base, 0, len(e["ids"]), p), seed=seed + len(done) + i)
+                   for i, (e, p) in enumerate(zip(part, prompts))]
+        frames = SpecDecoder(voice.target).run_batch(prompts, configs)
+        for e, p, f in zip(part, prompts, frames):
+            steps = layout.steps_for_frames(f)[:, 0]  # coarse codes, EOS appended
+            done.append({"id": e["id"], "ids": list(e["ids"]), "track": torch.as_tensor(p.track, dtype=torch.int16),
+                         "steps": steps.to(torch.int16), "split": e["split"]})
+        save_atomic(done, path)
+        rate = sum(int(d["steps"].numel()) for d in done) / 50 / (time.perf_counter() - t0)
+        log(f"sampled {len(done)}/{len(chosen)} utterances ({rate:.1f} s of audio per s)")
+    return done
+
+
+# --- the frozen target's view of the samples ---------------------------------------------------------
+
+class Features:
+    """The frozen target teacher-forced over sampled utterances, right-padded to ``[B, L]``.
+
+    ``f [B, L+1, D]``: the final hidden state before each input step (row 0: the last text position,
+    before the pending BOS of the first verify pass), so row ``j``
+    is what a drafter holds when step ``j`` is pending and row ``j+1`` what the target computes once
+    it is fed. ``e [B, L, D]``: the target's input embedding of step ``j`` (code + track row).
+    ``valid [B, L]``: real positions.
+    """
+
+    def __init__(self, target: CodecLM, samples: Sequence[dict[str, Any]], device: torch.device) -> None:
+        layout = target.config.layout
+        fs, es, lengths = [], [], []
+        with torch.no_grad():
+            for s in samples:
+                steps = s["steps"].long()
+                inputs = torch.cat([torch.tensor([layout.bos_id]), steps[:-1]])[None, :, None]  # [1, L, 1]
+                L = inputs.shape[1]
+                track = torch.tensor(END_ROW).repeat(L, 1)
+                n = min(L, s["track"].shape[0])
+                track[:n] = s["track"][:n].long()
+                text = torch.tensor(s["ids"])[None]
+                e = target.embed(None, inputs, track[None])  # [1, L, D]
+                h = target.backbone(inputs_embeds=target.embed(text, inputs, track[None])).last_hidden_state
+                fs.append(h[0, text.shape[1] - 1:].half())  # [L+1, D]
+                es.append(e[0].half())
+                lengths.append(L)
+        self.f = torch.nn.utils.rnn.pad_sequence(fs, batch_first=True).to(device)
+        self.e = torch.nn.utils.rnn.pad_sequence(es, batch_first=True).to(device)
+        self.lengths = torch.tensor(lengths, device=device)
+        self.valid = torch.arange(self.e.shape[1], device=device)[None] < self.lengths[:, None]
+
+    def __len__(self) -> int:
+        return self.f.shape[0]
+
+
+def warped_log_probs(logits: torch.Tensor, temperature: float, top_k: int) -> torch.Tensor:
+    """The voice's sampling distribution (temperature, then top-k) as log-probabilities (-inf outside)."""
+    x = logits / temperature
+    if top_k:
+        kth = x.topk(min(top_k, x.shape[-1]), -1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    return x.log_softmax(-1)
+
+
+def unrolled_outputs(heads: DraftHeads, feats: Features, idx: torch.Tensor, depth: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(predicted feature, target feature)`` pairs ``[B, L-s, D]`` for drafted position ``s`` =
+    0..depth-1 of every window. Feature drafter: each step reads the previous step's prediction and
+    the next real step's embedding. Medusa: head ``s`` reads the same ``(f, e)`` as step 0."""
+    f, e = feats.f[idx].float(), feats.e[idx].float()
+    L = e.shape[1]
+    out = []
+    if heads.config.kind == "feature":
+        cur = f[:, :L]
+        for s in range(min(depth, L)):
+            B, n, D = cur.shape
+            cur = heads(cur.reshape(-1, D), e[:, s:].reshape(-1, D))[0].view(B, n, D)
+            out.append((cur, f[:, 1 + s:]))
+            cur = cur[:, :-1]
+    else:
+        B, _, D = f.shape
+        pred = heads(f[:, :L].reshape(-1, D), e.reshape(-1, D)).view(-1, B, L, D)  # [H, B, L, D]
+        for s in range(min(heads.config.n_heads, L)):
+            out.append((pred[s, :, : L - s], f[:, 1 + s:]))
+    return out
+
+
+def _valid_from(feats: Features, idx: torch.Tensor, s: int) -> torch.Tensor:
+    return feats.valid[idx][:, s:]
+
+
+def distill_loss(heads: DraftHeads, target: CodecLM, feats: Features, idx: torch.Tensor, depth: int,
+                 temperature: float, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean ``KL(p || q)`` over drafted positions (and its value per position ``[depth]``)."""
+    per = []
+    for s, (pred, true) in enumerate(unrolled_outputs(heads, feats, idx, depth)):
+        ok = _valid_from(feats, idx, s)
+        with torch.no_grad():
+            logp = warped_log_probs(target.heads(true[ok]), temperature, top_k)
+        logq = (target.heads(pred[ok]) / temperature).log_softmax(-1)
+        per.append((logp.exp() * (logp - logq).nan_to_num(neginf=0.0)).sum(-1).mean())  # 0·log 0 = 0 outside top-k
+    per_t = torch.stack(per)
+    return per_t.mean(), per_t.detach()
+
+
+@torch.no_grad()
+def acceptance(heads: DraftHeads, target: CodecLM, feats: Features, depth: int, temperature: float,
+               top_k: int, chunk: int = 64) -> dict[str, Any]:
+    """Per drafted position: sampling acceptance ``1 - TV(p, q)`` (both warped as at run time) and
+    greedy acceptance (argmax agreement), given every earlier draft accepted; and the expected steps
+    one verify pass commits with ``γ = depth`` (``1 + Σ Π α``)."""
+    tv_sum, hit_sum, count = torch.zeros(depth), torch.zeros(depth), torch.zeros(depth)
+    for lo in range(0, len(feats), chunk):
+        idx = torch.arange(lo, min(lo + chunk, len(feats)), device=feats.f.device)
+        for s, (pred, true) in enumerate(unrolled_outputs(heads, feats, idx, depth)):
+            ok = _valid_from(feats, idx, s)
+            lp, lq = target.heads(true[ok]), target.heads(pred[ok])
+            p, q = warped_log_probs(lp, temperature, top_k).exp(), warped_log_probs(lq, temperature, top_k).exp()
+            tv_sum[s] += (1 - 0.5 * (p - q).abs().sum(-1)).sum().cpu()
+            hit_sum[s] += (lp.argmax(-1) == lq.argmax(-1)).sum().cpu()
+            count[s] += ok.sum().cpu()
+    sampling, greedy = (tv_sum / count.clamp_min(1)).tolist(), (hit_sum / count.clamp_min(1)).tolist()
+
+    def steps(alphas: list[float]) -> float:
+        total, run = 1.0, 1.0
+        for a in alphas:
+            run *= a
+            total += run
+        return round(total, 3)
+
+    return {"sampling": [round(a, 3) for a in sampling], "greedy": [round(a, 3) for a in greedy],
+            "sampling_steps_per_pass": steps(sampling), "greedy_steps_per_pass": steps(greedy)}
+
+
+def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, depth: int, width: int,
+                temperature: float, top_k: int, config: LMTrainConfig, log=print) -> Path:
+    """Distil ``kind`` heads (``feature`` or ``medusa``) for the target in ``target_dir`` on the
+    samples in ``samples_dir``; export ``OUT/<kind>``."""
+    run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
+    target = CodecLM.from_pretrained(str(target_dir)).eval().to(run.device)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    samples = torch.load(Path(samples_dir) / SAMPLES, weights_only=False)
+    train = Features(target, [s for s in samples if s["split"] == "train"], run.device)
+    heldout = Features(target, [s for s in samples if s["split"] == "heldout"], run.device)
+    log(f"{len(train)} training and {len(heldout)} held-out sampled utterances")
+    cfg = DraftHeadsConfig(kind=kind, hidden_size=target.config.hidden_size, width=width,
+                           n_heads=depth if kind == "medusa" else 1, distill_temperature=temperature)
+    heads = DraftHeads(cfg).to(run.device)
+    opt = torch.optim.AdamW(heads.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    run.attach(heads, opt, lambda: {"model_config": heads.config.to_dict(), "train_config": asdict(config)})
+    per_batch = max(1, config.batch_steps // int(train.lengths.float().mean()))
+    order: list[int] = []
+    heads.train()
+    while run.trained_s < config.minutes * 60 and not (config.max_steps and run.step >= config.max_steps):
+        t0 = time.perf_counter()
+        if len(order) < per_batch:
+            order = list(range(len(train)))
+            run.rng.shuffle(order)
+        idx = torch.tensor([order.pop() for _ in range(per_batch)], device=run.device)
+        loss, per = distill_loss(heads, target, train, idx, depth, temperature, top_k)
+        lr = config.lr * cosine_lr_factor(run.step, run.trained_s, config.warmup_steps, config.minutes,
+                                          config.final_lr_frac, config.max_steps)
+        grad = run.update(loss, lr, t0)
+        if run.step % config.log_every_steps == 0:
+            run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "loss": round(loss.item(), 4),
+                        "per_position": [round(x, 3) for x in per.tolist()], "grad_norm": grad, "lr": lr})
+        if run.step % config.eval_every_steps == 0:
+            heads.eval()
+            run.record({"step": run.step, "heldout": acceptance(heads, target, heldout, depth, temperature, top_k)})
+            heads.train()
+        run.maybe_save()
+    run.save()
+    heads.eval()
+    path = out_dir / kind
+    heads.config.voicespec_info = {
+        "recipe": f"voicespec train features --kind {kind}", "target": str(target_dir), "steps": run.step,
+        "trained_minutes": round(run.trained_s / 60, 1), "hardware": hardware(run.device),
+        "train_config": asdict(config), "parameters": heads.num_parameters(),
+        "samples": f"{len(train)} utterances sampled from the target (temperature {temperature}, top-k {top_k})",
+        "heldout_acceptance": acceptance(heads, target, heldout, depth, temperature, top_k),
+    }
+    heads.save_pretrained(path)
+    return path
+
+
+def run_features(args: argparse.Namespace) -> int:
+    voice = Path(args.voice)
+    sample_corpus(voice, Path(args.run), Path(args.out), args.utterances, args.batch, args.seed)
+    sampling = Voice.load(voice).sampling
+    config = LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr, seed=args.seed,
+                           threads=args.threads, max_steps=args.max_steps, device=args.device,
+                           eval_every_steps=args.eval_every)
+    folder = train_heads(Path(args.out), voice / "target", Path(args.out), args.kind, args.depth, args.width,
+                         sampling.temperature or 1.0, sampling.top_k, config)
+    print(f"exported {folder}")
+    return 0
