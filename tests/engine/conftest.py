@@ -10,11 +10,12 @@ import pytest
 import torch
 from scipy import stats
 
-from voicespec.engine.drafters import ModelDrafter, NGramDrafter
+from voicespec.engine.drafters import EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter, NGramDrafter
 from voicespec.engine.layout import LayoutState, Prompt
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.verify import Verdict
-from voicespec.pipeline.tiny import tiny_codec_lm, tiny_flat
+from voicespec.lm.codec_lm import CodecStepLM
+from voicespec.pipeline.tiny import tiny_codec_lm, tiny_draft_heads, tiny_flat
 
 
 @pytest.fixture(scope="session")
@@ -89,17 +90,24 @@ def _rebuild(target):
 
 
 def _drafters_for(target, draft) -> dict:
-    return {
+    drafters = {
         "ngram": NGramDrafter(),
         "draft-model": ModelDrafter(draft),
         "independent-model": ModelDrafter(type(target)(*_rebuild(target))),
     }
+    if isinstance(target, CodecStepLM):
+        drafters["early-exit"] = EarlyExitDrafter(target, 1)
+        if target.model.config.coarse_first:
+            drafters["feature"] = FeatureDrafter(target, tiny_draft_heads(target))
+            drafters["medusa"] = MedusaDrafter(target, tiny_draft_heads(target, "medusa", n_heads=4, seed=1))
+    return drafters
 
 
 @pytest.fixture(scope="session")
 def drafters_for():
-    """``drafters_for(target, draft)``: name -> drafter: the n-gram drafter, ``draft`` itself, and a
-    model with the target's layout but unrelated weights (low acceptance)."""
+    """``drafters_for(target, draft)``: name -> drafter: the n-gram drafter, ``draft`` itself, a
+    model with the target's layout but unrelated weights (low acceptance), and for codec LM targets
+    the drafters built on the target itself (early exit; feature and Medusa heads when coarse-first)."""
     return _drafters_for
 
 

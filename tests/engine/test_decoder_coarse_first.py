@@ -16,13 +16,13 @@ import voicespec.engine.decoder as decoder_module
 import voicespec.lm.codec_lm as codec_lm_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
-from voicespec.engine.drafters import ModelDrafter
+from voicespec.engine.drafters import EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter
 from voicespec.engine.drafters.base import Draft
 from voicespec.engine.step_lm import Pass
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.sampling import top_k_filter, top_p_filter
 from voicespec.engine.work import drive_batch
-from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm
+from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_draft_heads
 
 GREEDY = SamplingConfig(temperature=0)
 
@@ -123,26 +123,39 @@ def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6
     return counts
 
 
+def _drafter(kind: str, target, draft):
+    if kind == "draft-model":
+        return ModelDrafter(draft)
+    if kind == "early-exit":
+        return EarlyExitDrafter(target, 1)
+    heads = tiny_draft_heads(target, kind, n_heads=2 if kind == "medusa" else 1)
+    return (FeatureDrafter if kind == "feature" else MedusaDrafter)(target, heads)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("empirical", [empirical_frames, empirical_frames_batched], ids=["alone", "batched"])
+@pytest.mark.parametrize("empirical,kind", [(empirical_frames, "draft-model"), (empirical_frames_batched, "draft-model"),
+                                            (empirical_frames, "feature"), (empirical_frames, "medusa"),
+                                            (empirical_frames_batched, "early-exit")],
+                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched"])
 def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
-        empirical, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
+        empirical, kind, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
     """Alone, and through the batched path with each generation mixed with sessions of other
-    prompt lengths and γ."""
+    prompt lengths and γ; a separate draft model, and draft heads reading the target's state."""
     target, draft, prompt = coarse_case(sharpened)
+    drafter = _drafter(kind, target, draft)
     exact = exact_frames(target, prompt, exact_distribution)
     assert abs(sum(exact.values()) - 1) < 1e-5
-    counts = empirical(target, ModelDrafter(draft), prompt, 800)
+    counts = empirical(target, drafter, prompt, 800)
     assert set(counts) <= set(exact), "produced frames the target gives probability zero"
     assert chi_square_pvalue(counts, exact) > 1e-3
 
     # Controls: a wrong acceptance rule, and a fine stage that ignores its distribution, both fail.
     with monkeypatch.context() as m:
         m.setattr(decoder_module, "verify_sampling", accept_everything)
-        assert chi_square_pvalue(empirical(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+        assert chi_square_pvalue(empirical(target, drafter, prompt, 300), exact) < 1e-6
     with monkeypatch.context() as m:
         m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))
-        assert chi_square_pvalue(empirical(target, ModelDrafter(draft), prompt, 300), exact) < 1e-6
+        assert chi_square_pvalue(empirical(target, drafter, prompt, 300), exact) < 1e-6
 
 
 def test_a_delay_draft_is_refused_for_a_coarse_first_target():

@@ -299,3 +299,45 @@ def test_verify_sampling_unit_distribution(chi_square_pvalue):
         counts[tuple(verdict.steps[0].tolist())] += 1
     exact = {(a, b): float(p[0, 0, a] * p[0, 1, b]) for a in range(V) for b in range(V)}
     assert chi_square_pvalue(counts, exact) > 1e-3
+
+
+# --- the LOSSY rule (opt-in, never the default) ------------------------------------------------
+
+def test_lossy_top_k_keeps_drafts_the_target_ranks_high_and_replaces_the_first_it_does_not():
+    from voicespec.engine.verify import verify_lossy_top_k
+
+    logits = torch.tensor([[[5.0, 4.0, 0.0, -1.0]], [[0.0, 1.0, 9.0, 2.0]], [[3.0, 0.0, 0.0, 0.0]]])  # [γ+1=3, G=1, V=4]
+    draft = torch.tensor([[1], [3]])  # ranked 2nd, then 2nd
+    v = verify_lossy_top_k(draft, logits, 2, None, greedy=True)
+    assert v.accepted_steps == 2 and v.steps.flatten().tolist() == [1, 3, 0]  # both kept, bonus = argmax
+    assert verify_greedy(draft, logits).accepted_steps == 0  # the exact rule keeps neither
+    v = verify_lossy_top_k(torch.tensor([[1], [0]]), logits, 2, None, greedy=True)
+    assert v.accepted_steps == 1 and v.steps.flatten().tolist() == [1, 2]  # 0 ranks 4th: replaced by the argmax
+    masked = logits.clone()
+    masked[0, 0, 1:] = float("-inf")  # one legal token; k = 3 must not admit illegal ones
+    assert verify_lossy_top_k(torch.tensor([[2]]), masked[:2], 3, None, greedy=True).accepted_steps == 0
+    g = torch.Generator().manual_seed(0)
+    v = verify_lossy_top_k(torch.tensor([[3]]), logits[1:], 1, g, greedy=False)
+    assert v.accepted_steps == 0 and v.steps.shape == (1, 1)
+
+
+def test_lossy_top_1_greedy_is_plain_greedy_and_every_lossy_run_is_labelled(coarse_first_case):
+    target, drafter, prompt = coarse_first_case
+    plain = SpecDecoder(target).generate(prompt, DecodeConfig(SamplingConfig(temperature=0), gamma=0, max_steps=30))
+    plain.run()
+    lossy = SpecDecoder(target, drafter).generate(prompt, DecodeConfig(SamplingConfig(temperature=0, lossy_top_k=1),
+                                                                       gamma=3, max_steps=30))
+    lossy.run()
+    assert torch.equal(lossy.generated, plain.generated)  # top-1 tolerance is the argmax rule
+    assert plain.stats.acceptance == "exact" and lossy.stats.acceptance == "lossy-top-1"
+    loose = SpecDecoder(target, drafter).generate(prompt, DecodeConfig(SamplingConfig(temperature=0, lossy_top_k=4),
+                                                                       gamma=3, max_steps=30))
+    loose.run()
+    assert loose.stats.to_dict()["acceptance"] == "lossy-top-4"
+    assert loose.stats.accepted_tokens >= lossy.stats.accepted_tokens
+
+
+@pytest.fixture
+def coarse_first_case():
+    target = tiny_codec_lm(seed=4, n_codebooks=3, codebook_size=16, min_frames=10, coarse_first=True)
+    return target, ModelDrafter(codec_draft(target)), target.layout.prompt([1, 2, 3])

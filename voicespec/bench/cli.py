@@ -48,6 +48,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default 1; 0: torch's default)")
     p.add_argument("--device", type=device_arg, help=DEVICE_HELP)
     p.add_argument("--dtype", type=dtype_arg, help=DTYPE_HELP)
+    p.add_argument("--lossy-top-k", type=int, help="also run each drafter with LOSSY top-k acceptance "
+                                                   "(labelled lossy in every table; 0/unset: exact only)")
     p.add_argument("--no-peer", dest="peer", action="store_false", default=None, help="skip the transformers peers")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="skip the PNG plots")
     p.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for bench.json, report.md and PNGs")
@@ -59,7 +61,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         config = config.quick()
     given = {k: getattr(args, k) for k in ("drafters", "gammas", "modes", "repeats", "warmup", "max_steps", "seed",
                                            "concurrency", "batch_sizes", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
-                                           "device", "dtype")
+                                           "device", "dtype", "lossy_top_k")
              if getattr(args, k) is not None}
     for name in ("concurrency", "batch_sizes"):
         if given.get(name) == (0,):

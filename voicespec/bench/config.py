@@ -43,6 +43,7 @@ class BenchConfig:
     threads: int = 1
     device: str = "auto"  # where the voice runs (options.DEVICE_HELP)
     dtype: str = "float32"
+    lossy_top_k: int = 0  # > 0: also each drafter at γ=auto with LOSSY top-k acceptance (SamplingConfig.lossy_top_k)
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -55,8 +56,8 @@ class BenchConfig:
             raise ValueError("repeats and max_steps must be >= 1, warmup >= 0")
         if any(n < 1 for n in self.concurrency) or any(n < 1 for n in self.batch_sizes):
             raise ValueError(f"client and session counts must be >= 1, got {self.concurrency} and {self.batch_sizes}")
-        if self.prebuffer_ms < 0 or self.threads < 0:
-            raise ValueError("prebuffer_ms and threads must be >= 0")
+        if self.prebuffer_ms < 0 or self.threads < 0 or self.lossy_top_k < 0:
+            raise ValueError("prebuffer_ms, threads and lossy_top_k must be >= 0")
         check_device(self.device)
         check_dtype(self.dtype)
 

@@ -44,11 +44,11 @@ def _decode_section(mode: str, d: dict[str, Any]) -> str:
         rows.append([
             m["method"], _f(m["steps_per_s"], ".0f"), _f(m["audio_s_per_s"]), _speedup(m["speedup"]), peer,
             _f(m["acceptance_rate"]), _f(m["mean_accepted_length"]), _f(m["alpha"]),
-            " ".join(f"{a:.2f}" for a in m["per_position_acceptance"][:8]) or "-",
+            " ".join(f"{a:.2f}" for a in m["per_position_acceptance"][:8]) or "-", _f(m["draft_cost"]),
             _f(m["ideal_speedup"]) + ("x" if m["ideal_speedup"] else ""), _f(m["efficiency"]), _split(m["time_s"]), check,
         ])
     header = ["method", "steps/s", "audio s/s", "speedup (min–max)", "vs transformers", "accept", "len", "α",
-              "accept by position", "ideal", "efficiency", "draft/verify/other/prefill %", "tokens"]
+              "accept by position", "draft cost (× pass)", "ideal", "efficiency", "draft/verify/other/prefill %", "tokens"]
     return f"## Decoding — {mode}\n\n" + _table(header, rows)
 
 

@@ -18,8 +18,9 @@ class MethodSummary:
     """``speedup``/``speedup_vs_peer``: median/min/max of per-pair rate ratios. ``alpha``: the
     i.i.d. acceptance estimate behind ``ideal_speedup``; ``per_position_acceptance[i]``: fraction of
     drafts reaching position i whose step i was accepted. ``draft_step_s``/``verify_pass_s``:
-    measured c_draft and c_verify. ``mismatches``: runs whose tokens differ from the baseline's
-    (greedy only, else None)."""
+    measured c_draft and c_verify; ``draft_cost``: c_draft in units of a plain target pass.
+    ``mismatches``: runs whose tokens differ from the baseline's (greedy and exact only, else
+    None). ``acceptance``: ``exact`` or the LOSSY rule the method ran with."""
 
     method: str
     kind: str
@@ -42,9 +43,11 @@ class MethodSummary:
     per_position_acceptance: list[float]
     time_s: dict[str, float] | None
     draft_step_s: float | None
+    draft_cost: float | None
     verify_pass_s: float | None
     ideal_speedup: float | None
     efficiency: float | None
+    acceptance: str = "exact"
 
 
 def merged_stats(runs: Sequence[Run]) -> DecodeStats:
@@ -70,6 +73,7 @@ def summarize(methods: Sequence[Method], runs: Sequence[Run], baseline: str, fra
     out = {}
     for m in methods:
         mine = [r for r in runs if r.method == m.name]
+        lossy = getattr(m, "lossy_top_k", 0)
         steps, wall = sum(r.steps for r in mine), sum(r.wall_s for r in mine)
         frames = sum(r.frames for r in mine)
         row: dict[str, Any] = dict(
@@ -78,7 +82,8 @@ def summarize(methods: Sequence[Method], runs: Sequence[Run], baseline: str, fra
             audio_s_per_s=frames / frame_rate / wall if frame_rate else None,
             speedup=ratio_summary(_pair_ratios(runs, m.name, baseline)), peer=m.peer,
             speedup_vs_peer=ratio_summary(_pair_ratios(runs, m.name, m.peer)) if m.peer in ran else None,
-            mismatches=wrong.get(m.name) if greedy else None,
+            mismatches=wrong.get(m.name) if greedy and not lossy else None,
+            acceptance=f"lossy-top-{lossy}" if lossy else "exact",
         )
         row.update(_engine_figures(mine, plain_pass_s, row["speedup"]["median"]) if m.kind == "engine" else _NO_ENGINE)
         out[m.name] = MethodSummary(**row)
@@ -87,7 +92,7 @@ def summarize(methods: Sequence[Method], runs: Sequence[Run], baseline: str, fra
 
 _NO_ENGINE: dict[str, Any] = dict(
     acceptance_rate=None, mean_accepted_length=None, mean_gamma=None, alpha=None, per_position_acceptance=[],
-    time_s=None, draft_step_s=None, verify_pass_s=None, ideal_speedup=None, efficiency=None,
+    time_s=None, draft_step_s=None, draft_cost=None, verify_pass_s=None, ideal_speedup=None, efficiency=None,
 )
 
 
@@ -106,6 +111,7 @@ def _engine_figures(runs: Sequence[Run], plain_pass_s: float, measured: float | 
         per_position_acceptance=[a / d for a, d in zip(s.per_position_accepted, s.per_position_drafted)],
         time_s={"prefill": s.prefill_s, "draft": s.draft_s, "verify": s.verify_s, "other": s.other_s},
         draft_step_s=s.draft_s / s.drafted if drafted else None,
+        draft_cost=s.draft_s / s.drafted / plain_pass_s if drafted else None,
         verify_pass_s=s.verify_s / s.target_passes,
         ideal_speedup=ideal,
         efficiency=efficiency(measured, ideal) if measured is not None else None,

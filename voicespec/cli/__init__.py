@@ -42,6 +42,7 @@ TRAIN_RECIPES = (
     ("duration", "train the duration predictor on aligned (ids, frames) items from `train lm`", "add_duration_args", "voicespec.train.duration", "run_duration"),
     ("lm", "prepare (encode + align) the corpus and train (or resume) the codec LM target", "add_lm_args", "voicespec.train.lm", "run_lm"),
     ("draft", "distil a draft model from the target's first layers", "add_draft_args", "voicespec.train.lm", "run_draft"),
+    ("features", "distil feature-level (EAGLE-style) or Medusa draft heads on the target's own samples", "add_features_args", "voicespec.train.features", "run_features"),
     ("ship-codec", "copy an exported codec into a voice folder with its model card and samples", "add_ship_codec_args", "voicespec.train.card", "run_ship_codec"),
     ("ship", "assemble a voice folder from finished runs, with model cards", "add_ship_args", "voicespec.train.ship", "run_ship"),
 )

@@ -23,6 +23,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drafter", help="drafter for the speculative runs (default: the voice's default "
                                      "drafter, or its first draft model if that is none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lossy-top-k", type=positive(int, "lossy-top-k", allow_zero=True), default=0,
+                   help="also judge speculative sampling under the LOSSY top-k acceptance rule (row sampled_lossy)")
     p.add_argument("--out", required=True, help="JSON report")
     p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "
                                       "voice-mels.png (teacher vs codec vs generated)")
@@ -42,7 +44,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
         unseen = spoken_unseen_clips(args.unseen, args.seed)
     report = evaluate_voice(voice, heldout_clips(Path(args.data), args.n), unseen, args.drafter, args.seed,
-                            args.asr and Path(args.asr))
+                            args.asr and Path(args.asr), lossy_top_k=args.lossy_top_k)
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
@@ -50,7 +52,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if section not in report:
             continue
         print(f"{section} ({report[section]['utterances']} sentences), judged by PocketSphinx:")
-        for key in ROWS:
+        for key in (*ROWS, "sampled_lossy"):
+            if key not in report[section]:
+                continue
             r = report[section][key]
             extra = "".join(f"  {k} {r[k]:.2f}" for k in ("closed_wer", "inrepo_cer", "mcd_dtw_db", "rtf_median") if k in r)
             print(f"  {key:14s} WER {r['wer']:.3f}  CER {r['cer']:.3f}{extra}")

@@ -108,6 +108,21 @@ def add_draft_args(p: argparse.ArgumentParser) -> None:
     _budget_args(p, 15.0)
 
 
+def add_features_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--voice", required=True, help="voice folder whose target the heads read (models/voicespec-tiny)")
+    p.add_argument("--run", required=True, help="the target's run folder (its prepared.pt holds the prompts)")
+    p.add_argument("--out", required=True, help="run folder: OUT/samples.pt (the target's samples), OUT/KIND_run/")
+    p.add_argument("--kind", choices=("feature", "medusa"), default="feature",
+                   help="feature: one block applied recurrently (EAGLE-style); medusa: one head per draft position")
+    p.add_argument("--depth", type=int, default=5, help="draft positions trained (medusa: its heads)")
+    p.add_argument("--width", type=int, default=1024, help="the blocks' hidden width")
+    p.add_argument("--utterances", type=int, default=2000, help="prompts to sample the target on (held-out ones first)")
+    p.add_argument("--batch", type=int, default=48, help="prompts decoded together while sampling")
+    p.add_argument("--ship", action="store_true", help="copy the result into VOICE/drafters/KIND with a model card")
+    p.add_argument("--command", help="the command line, for the model card")
+    _budget_args(p, 18.0)
+
+
 def add_ship_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--codec", required=True, help="exported codec folder (RUN/codec)")
     p.add_argument("--data", required=True, help="the teacher corpus it was trained on (held-out samples, hours)")

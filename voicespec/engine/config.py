@@ -28,6 +28,9 @@ class SamplingConfig:
     top_p: float = field(default=1.0, metadata={"help": "nucleus mass in (0, 1] (default: the voice's, else 1: off)"})
     repetition_penalty: float = field(default=1.0, metadata={"help": ">= 1; 1 is off (default: the voice's)"})
     repetition_window: int = field(default=0, metadata={"help": "steps the repetition penalty looks back"})
+    lossy_top_k: int = field(default=0, metadata={
+        "help": "LOSSY, off by default: accept a drafted token whenever it is among the target's N most likely "
+                "(after warping) instead of by the exact rule; 0 keeps acceptance exact"})
 
     def __post_init__(self) -> None:
         # Finite ranges, so no accepted value can turn into NaN probabilities later.
@@ -39,12 +42,19 @@ class SamplingConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 1 <= self.repetition_penalty <= MAX_REPETITION_PENALTY:
             raise ValueError(f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}], got {self.repetition_penalty}")
+        if not 0 <= self.lossy_top_k <= MAX_TOP_K:
+            raise ValueError(f"lossy_top_k must be in [0, {MAX_TOP_K}] (0: exact acceptance), got {self.lossy_top_k}")
         if not 0 <= self.repetition_window <= MAX_REPETITION_WINDOW:
             raise ValueError(f"repetition_window must be in [0, {MAX_REPETITION_WINDOW}], got {self.repetition_window}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def acceptance(self) -> str:
+        """How drafts are accepted, as every report labels it: ``exact`` or ``lossy-top-N``."""
+        return f"lossy-top-{self.lossy_top_k}" if self.lossy_top_k else "exact"
 
     @property
     def uses_history(self) -> bool:

@@ -20,7 +20,7 @@ from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, Pass, StepLM
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.stats import DecodeStats
-from voicespec.engine.verify import Verdict, verify_greedy, verify_sampling
+from voicespec.engine.verify import Verdict, verify_greedy, verify_lossy_top_k, verify_sampling
 from voicespec.engine.work import Work, drive, drive_batch
 
 
@@ -77,7 +77,7 @@ class Generation:
             torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
         self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
         self._last_new = 0  # steps the last pass committed (0: no pass yet)
-        self.stats = DecodeStats()
+        self.stats = DecodeStats(acceptance=config.sampling.acceptance)
         self.assembler = FrameAssembler(layout)
         self.state = layout.initial_state(prompt)
         self.n_prompt = prompt.steps.shape[0]
@@ -128,7 +128,10 @@ class Generation:
 
     def _verify(self, draft: Draft, warped: torch.Tensor) -> Verdict:
         """The verdict on ``draft`` given the target's warped logits ``[γ+1, G, V]`` after each of its prefixes."""
-        if self.config.sampling.greedy:
+        sampling = self.config.sampling
+        if sampling.lossy_top_k:
+            return verify_lossy_top_k(draft.steps, warped, sampling.lossy_top_k, self.generator, sampling.greedy)
+        if sampling.greedy:
             return verify_greedy(draft.steps, warped)
         return verify_sampling(draft.steps, draft.probs, self.policy.probs(warped), self.generator)
 

@@ -35,6 +35,7 @@ class DecodeStats:
     verify_s: float = 0.0
     total_s: float = 0.0
     finish_reason: str = ""
+    acceptance: str = "exact"  # or "lossy-top-N": drafts kept by a relaxed rule (SamplingConfig.lossy_top_k)
 
     @property
     def acceptance_rate(self) -> float:
@@ -75,6 +76,7 @@ class DecodeStats:
             self.per_position_accepted[i] += a
         self.gammas += other.gammas
         self.finish_reason = other.finish_reason
+        self.acceptance = other.acceptance
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -9,6 +9,9 @@ Greedy: accept while the draft equals the target's argmax. Sampling: Leviathan e
 Chen et al. 2023 — accept ``d`` with probability ``min(1, p(d)/q(d))``, on rejection draw from
 ``norm(max(0, p - q))``, and draw a bonus step from the target when the whole block is accepted.
 A deterministic drafter passes ``q=None`` and is treated as one-hot.
+
+:func:`verify_lossy_top_k` is the one rule that is *not* exact (opt-in, labelled lossy wherever
+it appears): a drafted token is kept whenever the target ranks it among its ``k`` most likely.
 """
 
 from __future__ import annotations
@@ -98,3 +101,21 @@ def verify_sampling(
     if m < gamma * G:
         dist[k] = residual(p[i, k], None if q is None else q[i, k], int(draft[i, k]))
     return _assemble(draft, m, sample(dist, generator), G)
+
+
+def verify_lossy_top_k(draft: torch.Tensor, logits: torch.Tensor, k: int, generator: torch.Generator | None,
+                       greedy: bool) -> Verdict:
+    """LOSSY top-k tolerance (VADUSA, Llasa+): accept draft tokens while each is among the ``k``
+    highest warped target logits at its position; the first one that is not is replaced by the
+    target's own choice (argmax when ``greedy``, else a draw from ``p``), as is the bonus step.
+
+    ``draft``: ``[γ, G]``; ``logits``: warped target logits ``[γ+1, G, V]``. Output tokens are
+    plausible to the target but not distributed as plain decoding's; the bench measures the cost."""
+    G = logits.shape[1]
+    gamma = draft.shape[0]
+    kth = logits[:gamma].topk(min(k, logits.shape[-1]), -1).values[..., -1]  # [γ, G]
+    d = logits[:gamma].gather(-1, draft.unsqueeze(-1)).squeeze(-1)
+    m = _first_rejection((d >= kth) & (d > float("-inf")))
+    row = logits[m // G]
+    fill = row.argmax(-1) if greedy else sample(row.softmax(-1), generator)
+    return _assemble(draft, m, fill, G)

@@ -5,7 +5,9 @@ sentences made only of words that never occur in training (the training side mak
 them: :func:`voicespec.train.data.spoken_unseen_clips`; the command line hands both sets in).
 For each, the independent judge (PocketSphinx, :mod:`voicespec.eval.judge`) transcribes (a) the
 teacher audio, (b) its codec resynthesis and (c) the voice's own speech, decoded with speculation
-off and on and greedily; word and character error rates are corpus-level.
+off and on and greedily (and, with ``--lossy-top-k``, speculatively under the LOSSY top-k
+acceptance rule, so its quality cost sits beside the exact rows); word and character error rates
+are corpus-level.
 Given ``--asr``, the in-repo CTC recognizer's CER is reported too (a kinder judge: it was trained on
 the teacher). MCD-DTW compares generated and resynthesized speech with the teacher's. Greedy
 decoding must give the same frames with and without speculation (checked per sentence); sampled
@@ -43,25 +45,29 @@ def _generate(synth: Synthesizer, text: str, decode: DecodeConfig, drafter: str)
 
 def speculative_default(voice: Voice) -> str:
     """The drafter the speculative rows use: the voice's default if it drafts at all, else its
-    first shipped draft model, else n-gram (a voice that decodes plainly by default still gets
+    first shipped drafter, else n-gram (a voice that decodes plainly by default still gets
     its speculation and exactness measured)."""
     if voice.config.default_drafter != "none":
         return voice.config.default_drafter
-    models = [name for name in voice.drafter_names if name not in ("none", "ngram")]
+    models = sorted(voice.draft_dirs)
     return models[0] if models else "ngram"
 
 
 def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = None, log=print,
-                 closed: bool = False) -> dict[str, Any]:
+                 closed: bool = False, lossy_top_k: int = 0) -> dict[str, Any]:
     """Every row of one sentence set, judged by PocketSphinx (and by ``asr`` when given); with
-    ``closed`` also by a closed-set judge over the set's own words (``closed_wer``/``closed_cer``)."""
+    ``closed`` also by a closed-set judge over the set's own words (``closed_wer``/``closed_cer``);
+    with ``lossy_top_k`` also the row ``sampled_lossy`` (speculative, LOSSY acceptance)."""
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
     sampled = DecodeConfig(voice.sampling, gamma="auto", seed=seed)
     greedy = DecodeConfig(SamplingConfig(temperature=0), gamma="auto", seed=seed)
-    rows: dict[str, list] = {k: [] for k in ROWS}
-    mcd: dict[str, list[float]] = {"resynth": [], "sampled_plain": [], "sampled_spec": []}
-    rtf: dict[str, list[float]] = {"sampled_plain": [], "sampled_spec": [], "greedy_plain": []}
+    generated = [("sampled_plain", 0, "none", 0), ("sampled_spec", None, drafter, 0)]
+    if lossy_top_k:
+        generated.append(("sampled_lossy", None, drafter, lossy_top_k))
+    rows: dict[str, list] = {k: [] for k in (*ROWS, *(g[0] for g in generated))}
+    mcd: dict[str, list[float]] = {"resynth": [], **{g[0]: [] for g in generated}}
+    rtf: dict[str, list[float]] = {"greedy_plain": [], **{g[0]: [] for g in generated}}
     greedy_mismatches = 0
     for i, (clip_id, text, audio, sr) in enumerate(clips):
         x = AF.resample(audio, sr, rate) if sr != rate else audio
@@ -69,9 +75,9 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = 
         rows["teacher"].append((text, x, rate))
         rows["resynth"].append((text, y, rate))
         mcd["resynth"].append(mcd_dtw(x, y, rate))
-        for key, config, name in (("sampled_plain", replace(sampled, gamma=0, seed=seed + 100 * i), "none"),
-                                  ("sampled_spec", replace(sampled, seed=seed + 100 * i), drafter)):
-            pcm, stream = _generate(synth, text, config, name)
+        for key, gamma, name, lossy in generated:
+            config = replace(sampled, seed=seed + 100 * i, sampling=replace(sampled.sampling, lossy_top_k=lossy))
+            pcm, stream = _generate(synth, text, config if gamma is None else replace(config, gamma=gamma), name)
             rows[key].append((text, pcm, rate))
             mcd[key].append(mcd_dtw(x, pcm, rate))
             rtf[key].append(stream.stats.rtf)
@@ -104,7 +110,7 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = 
 
 
 def evaluate_voice(voice: Voice, heldout: list, unseen: list, drafter: str | None = None,
-                   seed: int = 0, asr_dir: Path | None = None, log=print) -> dict[str, Any]:
+                   seed: int = 0, asr_dir: Path | None = None, log=print, lossy_top_k: int = 0) -> dict[str, Any]:
     """The report of ``voicespec evaluate``: one section per sentence set. Each set is a list of
     ``(id, text, teacher audio [S], rate)``; ``unseen`` may be empty (no such section)."""
     asr = None
@@ -115,9 +121,11 @@ def evaluate_voice(voice: Voice, heldout: list, unseen: list, drafter: str | Non
     drafter = drafter or speculative_default(voice)
     report: dict[str, Any] = {"voice": voice.name, "drafter": drafter, "sampling": voice.config.sampling,
                               "seed": seed, "judge": "pocketsphinx en-us (bundled models)"}
-    report["heldout"] = evaluate_set(voice, heldout, drafter, seed, asr, log)
+    if lossy_top_k:
+        report["lossy"] = f"sampled_lossy: LOSSY top-{lossy_top_k} acceptance (not the target's distribution)"
+    report["heldout"] = evaluate_set(voice, heldout, drafter, seed, asr, log, lossy_top_k=lossy_top_k)
     if unseen:
-        report["unseen_words"] = evaluate_set(voice, unseen, drafter, seed, asr, log, closed=True)
+        report["unseen_words"] = evaluate_set(voice, unseen, drafter, seed, asr, log, closed=True, lossy_top_k=lossy_top_k)
     return report
 
 

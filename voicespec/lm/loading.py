@@ -28,7 +28,7 @@ def attach_layout(model: PreTrainedModel, layout: FlatLayout) -> None:
     setattr(model.config, LAYOUT_KEY, layout.to_dict())
 
 
-def _check_folder(path: str) -> None:
+def check_model_folder(path: str) -> None:
     """Local folders must exist and hold a config; anything shaped like ``org/name`` (or
     ``name``) that is not a local path is left to ``from_pretrained`` as a hub id."""
     p = Path(path)
@@ -45,7 +45,7 @@ def load_step_lm(path: str, layout: TokenLayout | dict[str, Any] | None = None, 
                  dtype: torch.dtype | None = None, **kw: Any) -> StepLM:
     """Load a model folder (or hub id) as a step LM ready for the decoder, its weights (and so its
     KV cache) on ``device`` in ``dtype`` (default: as saved)."""
-    _check_folder(path)
+    check_model_folder(path)
     config = AutoConfig.from_pretrained(path)
     if isinstance(config, CodecLMConfig):
         return CodecStepLM(CodecLM.from_pretrained(path, **kw).to(device, dtype))

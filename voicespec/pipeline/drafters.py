@@ -16,16 +16,17 @@ from transformers import AutoConfig
 
 from voicespec.engine.drafters import Drafter, EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter, NGramDrafter
 from voicespec.engine.step_lm import StepLM
+from voicespec.lm.codec_lm import CodecStepLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
-from voicespec.lm.loading import load_step_lm
+from voicespec.lm.loading import check_model_folder, load_step_lm
 
 BUILTIN = ("none", "ngram")
 EARLY_EXIT = "early-exit-"  # + the layers kept: the target's first layers as its own draft
 
 
 def early_exit_names(target: StepLM | None) -> list[str]:
-    """``early-exit-1`` .. ``early-exit-(L-1)`` for a target over a plain-torch stack of L layers."""
-    if getattr(target, "stack", None) is None:
+    """``early-exit-1`` .. ``early-exit-(L-1)`` for a codec LM target over a plain-torch stack of L layers."""
+    if not isinstance(target, CodecStepLM) or target.stack is None:
         return []
     return [f"{EARLY_EXIT}{n}" for n in range(1, target.stack.layers)]
 
@@ -46,6 +47,7 @@ def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapp
         return EarlyExitDrafter(target, int(name.removeprefix(EARLY_EXIT)))
     if name in draft_models:
         folder = str(draft_models[name])
+        check_model_folder(folder)
         if isinstance(AutoConfig.from_pretrained(folder), DraftHeadsConfig):
             if target is None:
                 raise ValueError(f"drafter {name!r} reads the target's hidden state: it needs the target")

@@ -17,6 +17,7 @@ from voicespec.codec.config import CodecConfig
 
 from voicespec.codec.model import Codec
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM, truncated_copy
+from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
 from voicespec.frontend.duration import DurationConfig, DurationModel
 from voicespec.engine.layout import FlatLayout
 from voicespec.frontend.phonemes import PhonemeTokenizer
@@ -76,6 +77,19 @@ def flat_draft(target: HFCausalLM, n_layers: int = 1) -> HFCausalLM:
 
 def codec_draft(target: CodecStepLM, n_layers: int = 1) -> CodecStepLM:
     return CodecStepLM(truncated_copy(target.model, n_layers, "backbone.layers").drop_fine_stage())
+
+
+def tiny_draft_heads(target: CodecStepLM, kind: str = "feature", n_heads: int = 1, seed: int = 0,
+                     width: int = 64) -> DraftHeads:
+    """Random draft heads for ``target`` (a coarse-first tiny codec LM): a perturbed identity, so
+    drafts are accepted often but not always."""
+    config = DraftHeadsConfig(kind=kind, hidden_size=target.model.config.hidden_size, width=width, n_heads=n_heads)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        heads = DraftHeads(config)
+        with torch.no_grad():
+            heads.w2.normal_(0, 0.05)
+    return heads.eval()
 
 
 TINY_CODEC = CodecConfig(

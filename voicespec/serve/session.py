@@ -196,6 +196,7 @@ class Session:
             "drafted": d.drafted,
             "accepted": d.accepted,
             "acceptance": round(d.acceptance_rate, 4),
+            "acceptance_rule": decode.sampling.acceptance,  # "exact", or "lossy-top-N" when the client opted in
             "mean_accepted_length": round(d.mean_accepted_length, 4),
             "drafter": job.stream.options.drafter,
             "gamma": decode.gamma,

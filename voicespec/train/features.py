@@ -12,7 +12,8 @@ token is accepted with probability ``1 - TV(p, q)``. Medusa head ``k`` predicts 
 from ``f_t`` alone.
 
 Checkpointed like every recipe (``OUT/samples.pt`` grows batch by batch and resumes; training
-writes ``OUT/checkpoint.pt``); exports HF-style folders ``OUT/feature`` and ``OUT/medusa``.
+writes ``OUT/KIND_run/checkpoint.pt``); exports an HF-style folder ``OUT/KIND_run/KIND`` and, with
+``--ship``, copies it into the voice as ``drafters/KIND`` with a model card.
 """
 
 from __future__ import annotations
@@ -238,6 +239,32 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     return path
 
 
+SUMMARIES = {
+    "feature": ("A feature-level drafter (EAGLE-style): one residual MLP block ({width} wide) predicts the target's next "
+                "final hidden state from its current one and the target's embedding of the step just committed, and the "
+                "target's own heads read it out; applied recurrently, fed its own predictions and drafted steps."),
+    "medusa": ("Medusa/MTP heads: {n} residual MLP blocks ({width} wide) on the target's final hidden state and the "
+               "pending step's embedding, head k predicting the state k steps ahead; the target's heads read them out."),
+}
+
+
+def ship_heads(folder: Path, dest: Path, command: str) -> Path:
+    """Copy exported draft heads into a voice's ``drafters/`` folder (``dest``) with a model card."""
+    from voicespec.train.ship import card
+
+    heads = DraftHeads.from_pretrained(str(folder))
+    heads.save_pretrained(dest)
+    info = dict(getattr(heads.config, "voicespec_info", {}))
+    metrics = info.pop("heldout_acceptance", {})
+    c = heads.config
+    summary = SUMMARIES[c.kind].format(width=c.width, n=c.n_heads) + (
+        " Distilled on the target's own samples at the voice's sampling settings, unrolled over its own predictions. "
+        "`sampling` is the held-out per-position acceptance 1 - TV(p, q) (both warped as at run time) given every "
+        "earlier draft accepted; `greedy` the argmax agreement.")
+    (dest / "MODEL_CARD.md").write_text(card(f"voicespec-tiny {c.kind} draft heads", summary, info, metrics, command))
+    return dest
+
+
 def run_features(args: argparse.Namespace) -> int:
     voice = Path(args.voice)
     sample_corpus(voice, Path(args.run), Path(args.out), args.utterances, args.batch, args.seed)
@@ -245,7 +272,9 @@ def run_features(args: argparse.Namespace) -> int:
     config = LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr, seed=args.seed,
                            threads=args.threads, max_steps=args.max_steps, device=args.device,
                            eval_every_steps=args.eval_every)
-    folder = train_heads(Path(args.out), voice / "target", Path(args.out), args.kind, args.depth, args.width,
-                         sampling.temperature or 1.0, sampling.top_k, config)
+    folder = train_heads(Path(args.out), voice / "target", Path(args.out) / f"{args.kind}_run", args.kind, args.depth,
+                         args.width, sampling.temperature or 1.0, sampling.top_k, config)
     print(f"exported {folder}")
+    if args.ship:
+        print(f"shipped {ship_heads(folder, voice / 'drafters' / args.kind, args.command or 'voicespec train features')}")
     return 0
