@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import voicespec.engine.decoder as decoder_module
+import voicespec.engine.tree as tree_module
 import voicespec.lm.codec_lm as codec_lm_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
@@ -98,12 +99,19 @@ def _key(frames: torch.Tensor) -> tuple:
     return tuple(tuple(row) for row in frames.tolist())
 
 
-def empirical_frames(target, drafter, prompt, n: int) -> Counter:
+def empirical_frames(target, drafter, prompt, n: int, tree=None) -> Counter:
     counts: Counter = Counter()
     decoder = SpecDecoder(target, drafter, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS))
     for seed in range(n):
-        counts[_key(decoder.generate(prompt, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=seed)).run())] += 1
+        config = DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=seed, tree=tree)
+        counts[_key(decoder.generate(prompt, config).run())] += 1
     return counts
+
+
+def empirical_frames_tree(target, drafter, prompt, n: int) -> Counter:
+    """As :func:`empirical_frames`, the first step a draft tree of two candidates (the second,
+    with one step left, plain)."""
+    return empirical_frames(target, drafter, prompt, n, tree=(2,))
 
 
 def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6) -> Counter:
@@ -135,8 +143,8 @@ def _drafter(kind: str, target, draft):
 @pytest.mark.slow
 @pytest.mark.parametrize("empirical,kind", [(empirical_frames, "draft-model"), (empirical_frames_batched, "draft-model"),
                                             (empirical_frames, "feature"), (empirical_frames, "medusa"),
-                                            (empirical_frames_batched, "early-exit")],
-                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched"])
+                                            (empirical_frames_batched, "early-exit"), (empirical_frames_tree, "feature")],
+                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-tree"])
 def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
         empirical, kind, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
     """Alone, and through the batched path with each generation mixed with sessions of other
@@ -151,7 +159,10 @@ def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
 
     # Controls: a wrong acceptance rule, and a fine stage that ignores its distribution, both fail.
     with monkeypatch.context() as m:
-        m.setattr(decoder_module, "verify_sampling", accept_everything)
+        if empirical is empirical_frames_tree:  # recursive rejection without subtracting q
+            m.setattr(tree_module, "residual", lambda p, q, token: p)
+        else:
+            m.setattr(decoder_module, "verify_sampling", accept_everything)
         assert chi_square_pvalue(empirical(target, drafter, prompt, 300), exact) < 1e-6
     with monkeypatch.context() as m:
         m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))

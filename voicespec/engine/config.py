@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from voicespec.checks import is_int
-from voicespec.engine.controller import AdaptiveGamma, Controller, ControllerConfig, FixedGamma, check_gamma
+from voicespec.engine.controller import (
+    AdaptiveGamma, Controller, ControllerConfig, FixedGamma, check_branching, check_gamma,
+)
 
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 100.0
@@ -63,16 +65,23 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller."""
+    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller. ``tree``:
+    children per depth of a static draft tree verified in one pass (:mod:`voicespec.engine.tree`),
+    e.g. ``(2, 2, 1)``; with a tree every step drafts it, whatever ``gamma``."""
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     gamma: int | str = 4
+    tree: tuple[int, ...] | None = None
     max_steps: int = 2000
     seed: int | None = None
     controller: ControllerConfig = field(default_factory=ControllerConfig)
 
     def __post_init__(self) -> None:
         check_gamma(self.gamma)
+        if self.tree is not None:
+            object.__setattr__(self, "tree", check_branching(self.tree))
+            if self.sampling.lossy_top_k:
+                raise ValueError("LOSSY acceptance applies to chains of drafts, not to trees")
         if not (is_int(self.max_steps) and self.max_steps >= 1):
             raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
         if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed <= MAX_SEED):

@@ -23,6 +23,27 @@ def check_gamma(value: Any) -> int | str:
     raise ValueError(f"gamma must be an integer >= 0 or 'auto', got {value!r}")
 
 
+MAX_TREE_NODES = 64
+
+
+def check_branching(branching: Any) -> tuple[int, ...]:
+    """The one rule for a tree's shape: a non-empty sequence of integers >= 1, at most
+    ``MAX_TREE_NODES`` draft nodes in all (standard library only: configs check it too)."""
+    try:
+        b = tuple(branching)
+    except TypeError:
+        b = ()
+    if not b or not all(is_int(x) and x >= 1 for x in b):
+        raise ValueError(f"a tree needs branching factors >= 1 per depth, e.g. (2, 2, 1), got {branching!r}")
+    total, width = 0, 1
+    for x in b:
+        width *= x
+        total += width
+    if total > MAX_TREE_NODES:
+        raise ValueError(f"a tree of {total} draft nodes is more than {MAX_TREE_NODES}")
+    return b
+
+
 def expected_steps(alphas: Sequence[float], gamma: int) -> float:
     """Expected steps committed by one verify pass of a γ-step draft."""
     total, run = 1.0, 1.0

@@ -20,6 +20,7 @@ from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, Pass, StepLM
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.stats import DecodeStats
+from voicespec.engine.tree import TreeShape, verify_tree_greedy, verify_tree_sampling
 from voicespec.engine.verify import Verdict, verify_greedy, verify_lossy_top_k, verify_sampling
 from voicespec.engine.work import Work, drive, drive_batch
 
@@ -31,6 +32,22 @@ class Chunk:
 
     steps: torch.Tensor
     frames: torch.Tensor
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What a chain or tree step hands back to :meth:`Generation.advance`: the verdict, the pass
+    that verified it, when drafting ended, the verify seconds, and the draft's size (positions
+    deep, tokens in all) and the tokens accepted."""
+
+    verdict: Verdict
+    work: Pass
+    t_drafted: float
+    verify_s: float
+    drafted: int
+    drafted_tokens: int
+    accepted_tokens: int
+    gamma: int  # what the controller chose (the tree's depth)
 
 
 class SpecDecoder:
@@ -85,6 +102,10 @@ class Generation:
         self._buf[: self.n_prompt] = prompt.steps
         self.length = self.n_prompt
         self._drafter = decoder.drafter
+        self.tree = None if config.tree is None else TreeShape(config.tree)
+        if self.tree is not None and not getattr(self._drafter, "drafts_trees", False):
+            name = getattr(self._drafter, "name", "none")
+            raise ValueError(f"drafter {name!r} does not draft trees (the feature drafter does)")
         t0 = time.perf_counter()
         self.target: LMSession = decoder.target.start(prompt)
         self.draft_session: DraftSession | None = self._drafter.start(prompt) if self._drafter else None
@@ -143,20 +164,14 @@ class Generation:
         """One draft-and-verify step as a coroutine: it yields its target pass (a :class:`Pass`,
         which a scheduler may batch with other sessions' passes) and, for a coarse-first target,
         its fine-stage call; it is resumed with each one's result and returns the :class:`Chunk`
-        it committed (between 1 and γ+1 steps)."""
+        it committed (between 1 and γ+1 steps; with a tree, up to its depth + 1)."""
         t0 = time.perf_counter()
         remaining = self.config.max_steps - (self.length - self.n_prompt)
-        gamma = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
-        draft = self._draft(gamma)
-        n_draft = draft.steps.shape[0]
-        t1 = time.perf_counter()
-        block = torch.cat([self.history[self.target.length:], draft.steps])
-        work = Pass(self.target, block)
-        raw = (yield work)[-(n_draft + 1):]
-        self._fine_from = block.shape[0] - n_draft - 1
-        t2 = time.perf_counter()
-        verdict = self._verify(draft, (yield self.policy.warp_work(raw, self.state, draft.steps, self.generated)))
-        verify_s = work.seconds + time.perf_counter() - t2  # the pass at this batch size, plus the verdict
+        if self.tree is not None and remaining > self.tree.depth:
+            step = yield from self._tree_step(t0)
+        else:
+            step = yield from self._chain_step(t0, remaining)
+        verdict, work = step.verdict, step.work
 
         old = self.length
         new = self._commit(verdict.steps[:remaining])
@@ -172,19 +187,59 @@ class Generation:
         # In a batch every session waits for every session's drafting (drafts run one session
         # after another), so drafting costs the batch B times what it costs this session: so
         # charged, speculation turns itself off under load where it no longer pays.
-        self.controller.observe(n_draft, verdict.accepted_steps, (t1 - t0) * work.batch, verify_s)
+        draft_s = step.t_drafted - t0
+        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, step.verify_s)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt
         s.frames = self.assembler.emitted
-        s.gammas.append(gamma)
-        s.record_draft(n_draft, verdict.accepted_steps, draft.steps.numel(), verdict.accepted_tokens)
-        s.draft_s += t1 - t0
-        s.verify_s += verify_s
-        s.total_s += t1 - t0 + work.seconds + time.perf_counter() - t2
+        s.gammas.append(step.gamma)
+        s.record_draft(step.drafted, verdict.accepted_steps, step.drafted_tokens, step.accepted_tokens)
+        s.draft_s += draft_s
+        s.verify_s += step.verify_s
+        s.total_s += draft_s + step.verify_s
         if self.done:
             s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
+
+    def _chain_step(self, t0: float, remaining: int) -> Generator[Work, Any, _Step]:
+        """Draft γ steps in a chain and verify them (γ from the controller; 0 is plain decoding)."""
+        gamma = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
+        draft = self._draft(gamma)
+        n_draft = draft.steps.shape[0]
+        t1 = time.perf_counter()
+        block = torch.cat([self.history[self.target.length:], draft.steps])
+        work = Pass(self.target, block)
+        raw = (yield work)[-(n_draft + 1):]
+        self._fine_from = block.shape[0] - n_draft - 1
+        t2 = time.perf_counter()
+        verdict = self._verify(draft, (yield self.policy.warp_work(raw, self.state, draft.steps, self.generated)))
+        verify_s = work.seconds + time.perf_counter() - t2  # the pass at this batch size, plus the verdict
+        return _Step(verdict, work, t1, verify_s, n_draft, draft.steps.numel(), verdict.accepted_tokens, gamma)
+
+    def _tree_step(self, t0: float) -> Generator[Work, Any, _Step]:
+        """Draft the configured tree and verify every node in one pass (:mod:`voicespec.engine.tree`);
+        the accepted path's keys, values and hidden states are then moved into place."""
+        shape, start = self.tree, self.length - 1  # the pending step's position: the root
+        ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
+                           self._features())
+        tree = self.draft_session.propose_tree(ctx, shape)
+        t1 = time.perf_counter()
+        if self.target.length != start:
+            raise RuntimeError("a tree pass needs the target's cache to hold every committed step but the pending one")
+        work = Pass(self.target, tree.tokens, tree=shape)
+        raw = yield work  # [1 + nodes, G, V]
+        t2 = time.perf_counter()
+        warped = self.policy.warp_tree(raw, self.state, tree.tokens, shape, self.generated)[:, 0]  # [1 + nodes, V]
+        if self.config.sampling.greedy:
+            verdict = verify_tree_greedy(shape, tree.tokens[:, 0], warped)
+        else:
+            verdict = verify_tree_sampling(shape, tree.tokens[:, 0], tree.q, warped.softmax(-1), self.generator)
+        self.target.keep_path(start, verdict.path)
+        self._fine_from = 0
+        verify_s = work.seconds + time.perf_counter() - t2
+        m = verdict.accepted_steps
+        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, shape.depth, shape.nodes, m, shape.depth)
 
     def close(self) -> None:
         """Give back the sessions' cache rows (also done when the generation is collected)."""

@@ -107,6 +107,15 @@ class KVCache:
         """Views of rows ``lo .. hi`` over positions ``0 .. upto``: ``[hi-lo, kv_heads, upto, head_dim]``."""
         return self.k[layer, lo: hi, :, :upto], self.v[layer, lo: hi, :, :upto]
 
+    def move(self, row: int, src: list[int], dst: list[int]) -> None:
+        """Copy the keys and values of positions ``src`` of ``row`` to positions ``dst`` (every
+        layer): the accepted path of a draft tree moved into place after its verify pass."""
+        if src == dst:
+            return
+        s, d = torch.tensor(src, device=self.k.device), torch.tensor(dst, device=self.k.device)
+        self.k[:, row, :, d] = self.k[:, row, :, s]
+        self.v[:, row, :, d] = self.v[:, row, :, s]
+
     def truncate(self, row: int, length: int) -> None:
         """Roll row ``row`` back to its first ``length`` positions."""
         if not 0 <= length <= self.lengths[row]:

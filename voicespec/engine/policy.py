@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from dataclasses import dataclass
+from typing import Any
 
 from voicespec.engine.layout import LayoutState, TokenLayout, masks_along
 from voicespec.engine.config import SamplingConfig
@@ -33,6 +34,21 @@ class TokenPolicy:
                   generated: torch.Tensor) -> WarpWork:
         """:meth:`warp` as a call a scheduler may batch with other sessions' (same sampling)."""
         return WarpWork(self, raw, state, block, generated)
+
+    def warp_tree(self, raw: torch.Tensor, state: LayoutState, tokens: torch.Tensor, shape: Any,
+                  generated: torch.Tensor) -> torch.Tensor:
+        """:meth:`warp` for a draft tree: ``raw [1 + nodes, G, V]`` after each slot of ``tokens
+        [1 + nodes, G]`` (slot 0 the pending step, then ``shape``'s nodes breadth first), each
+        slot warped with the mask and recent tokens of its own path. One call for every slot."""
+        paths: list[torch.Tensor] = [generated[:0]]  # per slot: its drafted ancestors and itself, root excluded
+        states = [state]
+        for t in range(1, len(shape.parents)):
+            parent = shape.parents[t]
+            paths.append(torch.cat([paths[parent], tokens[t: t + 1]]))
+            states.append(self.layout.advance(states[parent], tokens[t]))
+        works = [WarpWork(self, raw[t: t + 1], states[t], paths[t][:0], torch.cat([generated, paths[t]]))
+                 for t in range(len(paths))]
+        return torch.cat(WarpWork.run(works))
 
     def probs(self, warped: torch.Tensor) -> torch.Tensor:
         return warped.softmax(-1)

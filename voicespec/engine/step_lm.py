@@ -61,9 +61,10 @@ class LMSession:
         return self.stack.forward(embeds, self.cache, [self.row])
 
     @classmethod
-    def embed_batch(cls, sessions: list[LMSession], blocks: list[torch.Tensor]) -> torch.Tensor:
+    def embed_batch(cls, sessions: list[LMSession], blocks: list[torch.Tensor], trees: list[Any] | None = None) -> torch.Tensor:
         """Input embeddings ``[B, T, D]`` of each session's block (``[T_b, G]``, at its positions
-        ``length ..``), padded to the longest: one embedding call for the whole batch."""
+        ``length ..``; a tree's slot ``i`` at ``length + depth[i]``), padded to the longest: one
+        embedding call for the whole batch."""
         raise NotImplementedError
 
     @classmethod
@@ -83,6 +84,19 @@ class LMSession:
         self.length += steps.shape[0]
         return logits
 
+    def keep_path(self, start: int, path: list[int]) -> None:
+        """After a tree pass whose root (slot 0) sat at step position ``start``: move the keys
+        and values of the accepted slots ``path`` to positions ``start + 1 ..`` and reorder the
+        last forward's hidden states (``hidden``, when kept) to root-then-path order, so the row
+        and the hidden states read as if the path had been a chain."""
+        if not isinstance(self.cache, KVCache):
+            raise ValueError("draft trees need a position-addressed cache (a plain-torch stack)")
+        base = self.prefix + start
+        self.cache.move(self.row, [base + t for t in path], [base + 1 + j for j in range(len(path))])
+        hidden = getattr(self, "hidden", None)
+        if hidden is not None:
+            self.hidden = hidden[[0, *path]]
+
     def truncate(self, length: int) -> None:
         """Roll the cache back to its first ``length`` steps."""
         if length < self.length:
@@ -94,20 +108,28 @@ class LMSession:
 
 
 @torch.inference_mode()
-def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor]) -> list[torch.Tensor]:
+def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor], trees: list[Any] | None = None) -> list[torch.Tensor]:
     """``LMSession.forward`` of each session on its block (``[T_b, G]``), as one padded pass per
-    stack: logits ``[T_b, G, V]`` each, equal to the unbatched ones within float tolerance."""
+    stack: logits ``[T_b, G, V]`` each, equal to the unbatched ones within float tolerance.
+    ``trees[b]``: a :class:`~voicespec.engine.tree.TreeShape` when block ``b`` is a draft tree
+    (root first, breadth first), else None. A block's embeddings are by slot; a tree slot's
+    track row is its depth's (``embed_batch`` reads rows by slot, so trees embed themselves)."""
     out: list[torch.Tensor | None] = [None] * len(sessions)
+    trees = trees or [None] * len(sessions)
     by_stack: dict[int, list[int]] = {}
     for i, s in enumerate(sessions):
         if s.stack is None:
+            if trees[i] is not None:
+                raise ValueError("draft trees need a position-addressed cache (a plain-torch stack)")
             out[i] = s.forward(blocks[i])
         else:
             by_stack.setdefault(id(s.stack), []).append(i)
     for idx in by_stack.values():
         group, steps = [sessions[i] for i in idx], [blocks[i] for i in idx]
         kind, counts = type(group[0]), [b.shape[0] for b in steps]
-        h = group[0].stack.forward(kind.embed_batch(group, steps), group[0].cache, [s.row for s in group], counts)
+        group_trees = [trees[i] for i in idx]
+        h = group[0].stack.forward(kind.embed_batch(group, steps, group_trees), group[0].cache, [s.row for s in group], counts,
+                                   None if all(t is None for t in group_trees) else group_trees)
         for i, s, n, logits in zip(idx, group, counts, kind.readout_batch(group, h, counts)):
             out[i] = logits
             s.length += n
@@ -124,11 +146,12 @@ class Pass(Work):
     steps: torch.Tensor
     seconds: float = 0.0
     batch: int = 1
+    tree: Any = None  # a TreeShape when ``steps`` is a draft tree (root first)
 
     @classmethod
     def run(cls, works: list[Pass]) -> list[torch.Tensor]:
         t = time.perf_counter()
-        logits = forward_batch([w.session for w in works], [w.steps for w in works])
+        logits = forward_batch([w.session for w in works], [w.steps for w in works], [w.tree for w in works])
         dt = time.perf_counter() - t
         for w in works:
             w.seconds, w.batch = dt, len(works)

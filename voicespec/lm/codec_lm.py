@@ -291,7 +291,7 @@ class CodecLMSession(LMSession):
         return self.model.embed(None, steps[None].to(device), None if rows is None else rows.to(device))
 
     @classmethod
-    def embed_batch(cls, sessions: list[CodecLMSession], blocks: list[torch.Tensor]) -> torch.Tensor:
+    def embed_batch(cls, sessions: list[CodecLMSession], blocks: list[torch.Tensor], trees: list[Any] | None = None) -> torch.Tensor:
         model = sessions[0].model
         T = max(b.shape[0] for b in blocks)
         codes = torch.zeros(len(blocks), T, blocks[0].shape[1], dtype=torch.long)  # [B, T, G], padding 0
@@ -299,7 +299,9 @@ class CodecLMSession(LMSession):
         for i, (s, b) in enumerate(zip(sessions, blocks)):
             codes[i, : b.shape[0]] = b
             if track is not None:
-                track[i, : b.shape[0]] = s.track_rows(s.length, b.shape[0])[0]
+                rows = s.track_rows(s.length, b.shape[0])[0]
+                tree = trees[i] if trees else None
+                track[i, : b.shape[0]] = rows if tree is None else rows[tree.depths]
         return model.embed(None, codes.to(model.device), None if track is None else track.to(model.device))
 
     @classmethod

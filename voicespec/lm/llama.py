@@ -14,6 +14,8 @@ from torch.nn import functional as F
 from transformers import LlamaModel
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from typing import Any
+
 from voicespec.engine.kv_cache import KVCache
 
 
@@ -42,26 +44,32 @@ class LlamaStack:
         return self._pool
 
     @torch.inference_mode()
-    def forward(self, embeds: torch.Tensor, cache: KVCache, rows: list[int], counts: list[int] | None = None) -> torch.Tensor:
+    def forward(self, embeds: torch.Tensor, cache: KVCache, rows: list[int], counts: list[int] | None = None,
+                trees: list[Any] | None = None) -> torch.Tensor:
         """Append ``embeds [B, T, D]`` to cache rows ``rows`` and return the final hidden states ``[B, T, D]``.
 
         ``counts[b]`` (default ``T``): the real positions of row ``b``; the rest of its block is
         padding, attended by nothing real and overwritten by the row's next append. Row ``b``'s
-        position ``i`` sits at ``lengths[rows[b]] + i`` and attends every cached position up to it.
+        position ``i`` sits at ``lengths[rows[b]] + i`` and attends every cached position up to it,
+        unless ``trees[b]`` is a :class:`~voicespec.engine.tree.TreeShape`: then its block is a draft
+        tree, slot ``i`` at RoPE position ``length + depth[i]`` attending the prefix and its ancestors.
         The pass runs over the span ``min(rows) .. max(rows)``; rows in it that are not in the
         batch take a zero-count block of zeros (see :mod:`voicespec.engine.kv_cache`)."""
         B, T, D = embeds.shape
         counts = counts or [T] * B
         lo, hi = min(rows), max(rows) + 1
         if rows == list(range(lo, hi)):
-            return self._span(embeds, cache, lo, counts)
+            return self._span(embeds, cache, lo, counts, trees=trees)
         full = embeds.new_zeros(hi - lo, T, D)
         span_counts = [0] * (hi - lo)
+        span_trees = None if trees is None else [None] * (hi - lo)
         at = [r - lo for r in rows]
         full[at] = embeds
-        for i, n in zip(at, counts):
+        for b, (i, n) in enumerate(zip(at, counts)):
             span_counts[i] = n
-        return self._span(full, cache, lo, span_counts)[at]
+            if trees is not None:
+                span_trees[i] = trees[b]
+        return self._span(full, cache, lo, span_counts, trees=span_trees)[at]
 
     @torch.inference_mode()
     def peek(self, embeds: torch.Tensor, cache: KVCache, row: int, start: int, n_layers: int) -> torch.Tensor:
@@ -72,7 +80,7 @@ class LlamaStack:
         return self._span(embeds, cache, row, [embeds.shape[1]], [start], n_layers)
 
     def _span(self, embeds: torch.Tensor, cache: KVCache, lo: int, counts: list[int],
-              start: list[int] | None = None, n_layers: int | None = None) -> torch.Tensor:
+              start: list[int] | None = None, n_layers: int | None = None, trees: list[Any] | None = None) -> torch.Tensor:
         """:meth:`forward` over consecutive rows ``lo .. lo + S`` (``embeds [S, T, D]``); with
         ``start`` (positions to write at) the lengths stay as they are (see :meth:`peek`)."""
         S, T, _ = embeds.shape
@@ -81,9 +89,16 @@ class LlamaStack:
         upto = max(start) + T
         cache.reserve(upto)
         device = embeds.device
-        pos = torch.tensor(start, device=device)[:, None] + torch.arange(T, device=device)  # [S, T]
+        pos = torch.tensor(start, device=device)[:, None] + torch.arange(T, device=device)  # [S, T]: where each slot is written
         mask = (torch.arange(upto, device=device) <= pos[:, :, None])[:, None]  # [S, 1, T, upto]: causal, per row
-        cos, sin = self.backbone.rotary_emb(embeds, pos)
+        rope = pos
+        for b, tree in enumerate(trees or ()):
+            if tree is not None:  # a draft tree: positions by depth, attention along ancestors only
+                n, s0 = len(tree.parents), start[b]
+                rope = rope.clone() if rope is pos else rope
+                rope[b, :n] = s0 + tree.depths.to(device)
+                mask[b, 0, :n, s0: s0 + n] = tree.ancestors.to(device)
+        cos, sin = self.backbone.rotary_emb(embeds, rope)
         h = embeds
         for i, layer in enumerate(self.backbone.layers[:n_layers]):
             attn = layer.self_attn

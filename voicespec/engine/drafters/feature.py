@@ -10,16 +10,39 @@ again from the target's own state. A drafted step costs one block, one head and 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from voicespec.engine.drafters.base import Draft, DraftContext, draft_loop
 from voicespec.engine.layout import Prompt, TokenLayout
+from voicespec.engine.policy import WarpWork
+from voicespec.engine.tree import TreeShape
 
 if TYPE_CHECKING:  # the engine does not import model code; it is handed the models
     from voicespec.lm.codec_lm import CodecStepLM
     from voicespec.lm.draft_heads import DraftHeads
+
+
+@dataclass(frozen=True)
+class TreeDraft:
+    """``tokens [1 + nodes, G]``: slot 0 is the pending step, then the tree breadth first;
+    ``q [1 + nodes, V]``: the distribution each slot's children were drawn from (None: greedy)."""
+
+    tokens: torch.Tensor
+    q: torch.Tensor | None
+
+
+def children_of(warped: torch.Tensor, b: int, probs: torch.Tensor | None, generator: torch.Generator | None) -> torch.Tensor:
+    """``b`` distinct candidates from warped logits ``[V]``: the top ``b`` (greedy, ``probs`` None)
+    or drawn without replacement from ``probs``; when fewer than ``b`` tokens have mass, the last
+    is repeated (a repeat is always rejected: its ``q`` was used up by the first)."""
+    if probs is None:
+        return warped.topk(b).indices
+    n = int((probs > 0).sum())
+    picks = torch.multinomial(probs, min(b, n), replacement=False, generator=generator)
+    return torch.cat([picks, picks[-1:].repeat(b - picks.shape[0])])
 
 
 class HeadsSession:
@@ -35,6 +58,13 @@ class HeadsSession:
             return Draft(ctx.history[:0])
         return draft_loop(ctx, gamma, self.drafter.next_logits_for(ctx, gamma))
 
+    @torch.inference_mode()
+    def propose_tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
+        """A draft tree of ``shape`` (see :mod:`voicespec.engine.tree`): one block call per depth
+        for all its nodes; each node's children are its ``q``'s top tokens (greedy) or drawn from
+        it without replacement (sampling), each node warped with the policy along its own path."""
+        return self.drafter.tree(ctx, shape)
+
     def rollback(self, keep: int) -> None:
         """Nothing to undo: proposals start from the target's state."""
 
@@ -47,6 +77,7 @@ class FeatureDrafter:
 
     name = "feature"
     max_gamma = 1 << 30  # recurrent: any length
+    drafts_trees = True  # HeadsSession.propose_tree
 
     def __init__(self, target: CodecStepLM, heads: DraftHeads, name: str | None = None) -> None:
         if heads.config.hidden_size != target.model.config.hidden_size:
@@ -68,6 +99,38 @@ class FeatureDrafter:
         """Logits ``[N, 1, V]`` (host, float32) of predicted hidden states ``f [N, D]``."""
         model = self.target.model
         return model.heads(f).view(f.shape[0], 1, model.head_vocab).float().cpu()
+
+    def tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
+        session, start, policy = ctx.target, ctx.history.shape[0] - 1, ctx.policy
+        parents, depths = shape.parents, shape.depths.tolist()
+        tokens = [ctx.history[-1]]  # per slot: its step [G]
+        paths = [ctx.generated]  # per slot: the generated steps up to and including it
+        states = [ctx.state]
+        q = [] if not policy.sampling.greedy else None
+        f = ctx.features[None]  # [n, D]: the inputs of the current depth's nodes
+        level = [0]
+        for d, b in enumerate(shape.branching):
+            e = torch.cat([session.embed_at(tokens[t][None], start + d)[0] for t in level])  # [n, D]
+            f_out = self.heads(f, e)[0]
+            raw = self.readout(f_out)  # [n, 1, V]
+            works = [policy.warp_work(raw[i: i + 1], states[t], paths[t][:0], paths[t]) for i, t in enumerate(level)]
+            warped = [w[0] for w in WarpWork.run(works)]  # [G=1, V] each
+            nxt, f_rows = [], []
+            for i, (t, w) in enumerate(zip(level, warped)):
+                if q is not None:
+                    q.append(policy.probs(w)[0])
+                picks = children_of(w[0], b, q[-1] if q is not None else None, ctx.generator)
+                for tok in picks:
+                    step = tok.view(1)
+                    tokens.append(step)
+                    paths.append(torch.cat([paths[t], step[None]]))
+                    states.append(ctx.policy.layout.advance(states[t], step))
+                    nxt.append(len(tokens) - 1)
+                    f_rows.append(i)
+            f, level = f_out[f_rows], nxt
+        if q is not None:  # the leaves propose nothing: zeros never read
+            q += [q[0].new_zeros(q[0].shape)] * (len(tokens) - len(q))
+        return TreeDraft(torch.stack(tokens), None if q is None else torch.stack(q))
 
     def next_logits_for(self, ctx: DraftContext, gamma: int):
         """The recurrent draft: position ``j`` reads the state predicted at ``j - 1`` and the step drafted there."""

@@ -20,6 +20,7 @@ class MedusaDrafter(FeatureDrafter):
     """``heads`` (kind ``medusa``, ``n_heads`` = the longest draft) over ``target``."""
 
     name = "medusa"
+    drafts_trees = False  # its heads are not conditioned on the drafts before them: chains only here
 
     @property
     def max_gamma(self) -> int:
