@@ -11,7 +11,7 @@ from typing import Any
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.config import SamplingConfig
-from voicespec.engine.controller import check_gamma
+from voicespec.engine.controller import check_branching, check_gamma
 
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)  # output rates a request may ask for
 ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # PCM encodings, bytes per sample
@@ -42,6 +42,15 @@ def parse_gamma(text: str) -> int | str:
     except ValueError:
         value = text  # not a number: check_gamma says so
     return check_gamma(value)
+
+
+def parse_tree(text: str) -> tuple[int, ...]:
+    """A draft tree as typed on a command line: children per depth, ``"2,2,1"`` (or ``2x2x1``)."""
+    parts = [x.strip() for x in text.replace("x", ",").split(",")]
+    try:
+        return check_branching(tuple(int(x) for x in parts))
+    except ValueError:
+        raise ValueError(f"a tree is children per depth, e.g. 2,2,1 (at most 64 nodes), got {text!r}") from None
 
 
 def check_sample_rate(rate: Any) -> int:

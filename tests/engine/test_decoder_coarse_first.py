@@ -247,3 +247,33 @@ def test_run_batch_equals_each_prompt_alone():
         for p, c, frames in zip(prompts, configs, batch):
             alone = decoder.generate(p, c).run()
             assert frames.shape[1] > 0 and torch.equal(frames, alone)
+
+
+def test_the_auto_drafter_chooses_the_drafter_that_pays_and_changes_no_token():
+    """The oracle (every draft accepted, a tenth of a pass per step) against an unrelated random
+    draft model (rarely accepted): after both are measured the oracle drafts nearly every step.
+    Against n-gram, on a target whose greedy output repeats one code (so lookup is as perfect as
+    the oracle and costs nothing), n-gram wins. Tokens are plain decoding's whoever drafts."""
+    from voicespec.engine.drafters import ChoiceDrafter, NGramDrafter
+
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=200, coarse_first=True)
+    prompt = target.layout.prompt([1, 2, 3])
+    config = DecodeConfig(GREEDY, gamma="auto", max_steps=200)
+    plain = SpecDecoder(target, None, replace(config, gamma=0)).generate(prompt)
+    plain.run()
+    assert (plain.generated[1:-1] == plain.generated[1]).all()  # the premise of the second half
+    pass_s = plain.stats.verify_s / plain.stats.target_passes
+    unrelated = codec_draft(tiny_codec_lm(seed=99, n_layers=1, n_codebooks=3, codebook_size=8, min_frames=200, coarse_first=True))
+
+    def chosen(candidates: dict) -> list[str]:
+        gen = SpecDecoder(target, ChoiceDrafter(candidates), config).generate(prompt)
+        gen.run()
+        assert torch.equal(gen.generated, plain.generated)
+        names = gen.draft_session.chosen
+        assert set(names[: len(candidates)]) == set(candidates)  # each measured first
+        return names[len(names) // 2:]  # once the estimates have settled
+
+    later = chosen({"random": ModelDrafter(unrelated), "oracle": _Oracle(plain.generated, pass_s / 10)})
+    assert later.count("oracle") > 0.8 * len(later)
+    later = chosen({"oracle": _Oracle(plain.generated, pass_s / 10), "ngram": NGramDrafter()})
+    assert later.count("ngram") > 0.8 * len(later)

@@ -131,3 +131,18 @@ def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):
     medusa = MedusaDrafter(target, tiny_draft_heads(target, "medusa", n_heads=2))
     with pytest.raises(ValueError, match="does not draft trees"):
         SpecDecoder(target, medusa).generate(prompt, DecodeConfig(tree=(2, 1)))
+
+
+def test_tree_passes_batch_with_chain_and_plain_passes(coarse):
+    """One batched pass may hold a tree row beside chain and plain rows (per-row masks and
+    positions): every generation gets what it gets alone, greedy and seeded sampling."""
+    target, drafter, prompt = coarse
+    other = target.layout.prompt([4, 3, 2, 1, 4, 3])
+    decoder = SpecDecoder(target, drafter)
+    for sampling in (SamplingConfig(temperature=0), SamplingConfig(temperature=0.9, top_k=5)):
+        configs = [DecodeConfig(sampling, tree=(2, 2), max_steps=25, seed=1), DecodeConfig(sampling, gamma=3, max_steps=25, seed=2),
+                   DecodeConfig(sampling, gamma=0, max_steps=25, seed=3), DecodeConfig(sampling, tree=(3, 1, 1), max_steps=25, seed=4)]
+        prompts = [prompt, other, prompt, other]
+        together = decoder.run_batch(prompts, configs)
+        for p, c, frames in zip(prompts, configs, together):
+            assert torch.equal(frames, decoder.generate(p, c).run()), f"{c.tree or c.gamma} {sampling}"

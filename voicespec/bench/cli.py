@@ -22,6 +22,15 @@ def _ints(value: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
 
 
+def _trees(value: str) -> tuple[tuple[int, ...], ...]:
+    from voicespec.options import parse_tree
+
+    try:
+        return tuple(parse_tree(t) for t in value.split(";") if t.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(x for x in value.replace(",", " ").split())
 
@@ -48,6 +57,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default 1; 0: torch's default)")
     p.add_argument("--device", type=device_arg, help=DEVICE_HELP)
     p.add_argument("--dtype", type=dtype_arg, help=DTYPE_HELP)
+    p.add_argument("--trees", type=_trees, help="draft trees to try with each drafter that drafts them, "
+                                               "children per depth, ';'-separated: 2,1,1;3,2,1")
     p.add_argument("--lossy-top-k", type=int, help="also run each drafter with LOSSY top-k acceptance "
                                                    "(labelled lossy in every table; 0/unset: exact only)")
     p.add_argument("--no-peer", dest="peer", action="store_false", default=None, help="skip the transformers peers")
@@ -61,7 +72,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         config = config.quick()
     given = {k: getattr(args, k) for k in ("drafters", "gammas", "modes", "repeats", "warmup", "max_steps", "seed",
                                            "concurrency", "batch_sizes", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
-                                           "device", "dtype", "lossy_top_k")
+                                           "device", "dtype", "lossy_top_k", "trees")
              if getattr(args, k) is not None}
     for name in ("concurrency", "batch_sizes"):
         if given.get(name) == (0,):

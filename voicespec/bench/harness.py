@@ -69,6 +69,10 @@ class Bench:
             peer = counterpart(name, drafter, self.peers)
             for gamma in (*self.config.gammas, "auto"):
                 methods.append(EngineMethod(f"{name} γ={gamma}", target, drafter, gamma, name, peer))
+            if getattr(drafter, "drafts_trees", False):
+                for tree in self.config.trees:
+                    label = ",".join(map(str, tree))
+                    methods.append(EngineMethod(f"{name} tree={label}", target, drafter, "auto", name, None, tree=tree))
             if k := self.config.lossy_top_k:
                 methods.append(EngineMethod(f"{name} γ=auto LOSSY top-{k}", target, drafter, "auto", name, None,
                                             lossy_top_k=k))
@@ -94,7 +98,7 @@ class Bench:
 
     def _streaming(self, engine: list[EngineMethod]) -> dict[str, Any]:
         cfg = self.config
-        specs = [StreamSpec(m.name, m.drafter_name, m.gamma) for m in engine if not m.lossy_top_k]
+        specs = [StreamSpec(m.name, m.drafter_name, m.gamma, m.tree) for m in engine if not m.lossy_top_k]
         _log(f"streaming: {len(specs)} methods x {len(cfg.prompts)} prompts x {cfg.repeats} rounds")
         runs = run_streaming(self.voice, specs, cfg.prompts, self.voice.sampling, cfg.max_steps, cfg.prebuffer_ms / 1000,
                              cfg.repeats, cfg.warmup, cfg.seed)

@@ -88,13 +88,14 @@ class EngineMethod:
     peer: str | None = None
     kind: str = "engine"
     lossy_top_k: int = 0  # > 0: LOSSY top-k acceptance (never in the exact methods)
+    tree: tuple[int, ...] | None = None  # a static draft tree every step
 
     def __post_init__(self) -> None:
         self.decoder = SpecDecoder(self.target, self.drafter)
 
     def run(self, case: Case, sampling: SamplingConfig, seed: int) -> Run:
         sampling = replace(sampling, lossy_top_k=self.lossy_top_k)
-        config = DecodeConfig(sampling, gamma=self.gamma, max_steps=case.max_steps, seed=seed)
+        config = DecodeConfig(sampling, gamma=self.gamma, max_steps=case.max_steps, seed=seed, tree=self.tree)
         t0 = time.perf_counter()
         gen = self.decoder.generate(case.prompt, config)
         s, trace, frames = gen.stats, [], []

@@ -21,11 +21,12 @@ from voicespec.bench.dist import percentiles
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """One streaming configuration: a drafter of the voice at a γ."""
+    """One streaming configuration: a drafter of the voice at a γ (or with a draft tree)."""
 
     name: str
     drafter: str
     gamma: int | str
+    tree: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -59,7 +60,7 @@ def run_streaming(voice: Voice, specs: Sequence[StreamSpec], texts: Sequence[str
                   max_steps: int, prebuffer_s: float, repeats: int = 1, warmup: int = 1, seed: int = 0) -> list[StreamRun]:
     """Every spec on each text in turn (interleaved like the decode runs), after warm-up."""
     def options(spec: StreamSpec, i: int) -> SynthesisOptions:
-        decode = DecodeConfig(sampling, gamma=spec.gamma, max_steps=max_steps, seed=seed + i)
+        decode = DecodeConfig(sampling, gamma=spec.gamma, max_steps=max_steps, seed=seed + i, tree=spec.tree)
         return SynthesisOptions(decode, drafter=spec.drafter)
 
     for _ in range(warmup):

@@ -7,7 +7,7 @@ import argparse
 from urllib.parse import urlsplit
 
 from voicespec.options import (DEVICE_HELP, DTYPE_HELP, ENCODINGS, GAMMA_HELP, SAMPLE_RATES, SAMPLING_OPTIONS,
-                               check_device, check_dtype, parse_gamma)
+                               check_device, check_dtype, parse_gamma, parse_tree)
 
 
 class CliError(Exception):
@@ -31,6 +31,9 @@ def _typed(convert, what: str):
 
 
 gamma_arg = _typed(parse_gamma, "gamma")
+tree_arg = _typed(parse_tree, "tree")
+TREE_HELP = ("draft a static tree every step and verify it in one pass, children per depth, e.g. 2,2,1 "
+             "(drafters that draft trees: the feature heads)")
 device_arg = _typed(check_device, "device")
 dtype_arg = _typed(check_dtype, "dtype")
 
@@ -107,6 +110,7 @@ def add_sampling_args(p: argparse.ArgumentParser) -> None:
 def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto") -> None:
     p.add_argument("--gamma", type=gamma_arg, default=gamma_default, help=f"{GAMMA_HELP} (default {gamma_default})")
     p.add_argument("--no-spec", action="store_true", help="plain decoding (same as --gamma 0)")
+    p.add_argument("--tree", type=tree_arg, help=TREE_HELP)
     add_sampling_args(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=positive(int, "max steps"), default=2000)

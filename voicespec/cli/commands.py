@@ -28,7 +28,8 @@ def decode_config(args: argparse.Namespace, defaults: SamplingConfig | None = No
     given = {o.name: getattr(args, o.name) for o in SAMPLING_OPTIONS if getattr(args, o.name) is not None}
     sampling = replace(defaults or SamplingConfig(), **given)
     gamma = 0 if args.no_spec else args.gamma
-    return DecodeConfig(sampling=sampling, gamma=gamma, max_steps=args.max_steps, seed=args.seed)
+    tree = None if args.no_spec else getattr(args, "tree", None)
+    return DecodeConfig(sampling=sampling, gamma=gamma, max_steps=args.max_steps, seed=args.seed, tree=tree)
 
 
 def synthesis_options(args: argparse.Namespace, voice):

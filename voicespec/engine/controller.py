@@ -114,13 +114,15 @@ class ControllerConfig:
 class AdaptiveGamma:
     """EWMA acceptance per position and EWMA costs; γ maximising expected steps per second."""
 
-    def __init__(self, config: ControllerConfig | None = None) -> None:
+    def __init__(self, config: ControllerConfig | None = None, verify_costs: dict[int, float] | None = None) -> None:
         self.config = c = config or ControllerConfig()
         if c.gamma_max < 1:
             raise ValueError("gamma_max must be >= 1")
         self.alphas = [c.prior_acceptance] * c.gamma_max
         self.draft_cost: float | None = None
-        self.verify_costs: dict[int, float] = {}
+        # The target's pass cost does not depend on the drafter: controllers of several drafters
+        # of one request share it (engine/drafters/choice.py).
+        self.verify_costs: dict[int, float] = {} if verify_costs is None else verify_costs
         self.off_steps = 0
 
     def verify_cost(self, n: int) -> float:
@@ -155,12 +157,18 @@ class AdaptiveGamma:
                 g -= 1
         return g
 
+    def best(self, limit: int) -> tuple[int, float]:
+        """The γ the estimates favour now and its expected steps per second (before any probe)."""
+        c = self.config
+        g = best_gamma(self.alphas, self.draft_cost or 0.0, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s)
+        return g, expected_steps(self.alphas, g) / max(step_cost(g, self.draft_cost or 0.0, self.verify_cost), 1e-12)
+
     def choose(self, limit: int) -> int:
         c = self.config
         if self.draft_cost is None:  # measure the drafter once before judging it
             g = self._probe(limit)
         else:
-            g = best_gamma(self.alphas, self.draft_cost, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s)
+            g = self.best(limit)[0]
             if g == 0:
                 self.off_steps += 1
                 if self.off_steps >= c.probe_every:

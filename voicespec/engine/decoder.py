@@ -109,6 +109,9 @@ class Generation:
         t0 = time.perf_counter()
         self.target: LMSession = decoder.target.start(prompt)
         self.draft_session: DraftSession | None = self._drafter.start(prompt) if self._drafter else None
+        if hasattr(self.draft_session, "choose"):  # a drafter that chooses among drafters is its own controller
+            self.draft_session.configure(config.controller)
+            self.controller = self.draft_session
         self.stats.prefill_s = time.perf_counter() - t0
         self.stats.total_s = self.stats.prefill_s
 

@@ -1,7 +1,9 @@
 """The one drafter registry: a drafter by name, for a voice (its shipped draft models) or for the
 engine-only ``generate`` command (a draft model folder given on the command line).
 
-Names: ``none`` (plain decoding), ``ngram`` (prompt lookup, model-free), or the name of a draft
+Names: ``none`` (plain decoding), ``ngram`` (prompt lookup, model-free), ``auto`` (all of the
+voice's shipped drafters and n-gram, the controller choosing one per step), ``early-exit-N`` (the
+target's first N layers), or the name of a draft
 folder: a draft LM (its own cache) or draft heads over the target's hidden state (``feature``,
 ``medusa``; :mod:`voicespec.lm.draft_heads`), told apart by the folder's config. Lives here, not in the engine, because building a draft model means loading one.
 """
@@ -14,13 +16,13 @@ from typing import Any
 
 from transformers import AutoConfig
 
-from voicespec.engine.drafters import Drafter, EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter, NGramDrafter
+from voicespec.engine.drafters import ChoiceDrafter, Drafter, EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter, NGramDrafter
 from voicespec.engine.step_lm import StepLM
 from voicespec.lm.codec_lm import CodecStepLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
 from voicespec.lm.loading import check_model_folder, load_step_lm
 
-BUILTIN = ("none", "ngram")
+BUILTIN = ("none", "ngram", "auto")
 EARLY_EXIT = "early-exit-"  # + the layers kept: the target's first layers as its own draft
 
 
@@ -43,6 +45,9 @@ def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapp
         return None
     if name == "ngram":
         return NGramDrafter(**(ngram or {}))
+    if name == "auto":  # every shipped drafter and n-gram; the controller picks one per step
+        return ChoiceDrafter({n: build_drafter(n, draft_models, ngram, owner, device, dtype, target)
+                              for n in ("ngram", *sorted(draft_models))})
     if name in early_exit_names(target):
         return EarlyExitDrafter(target, int(name.removeprefix(EARLY_EXIT)))
     if name in draft_models:

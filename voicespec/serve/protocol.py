@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicespec.checks import is_int, is_number
-from voicespec.engine.controller import check_gamma
+from voicespec.engine.controller import check_branching, check_gamma
 from voicespec.options import ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate
 
 VERSION = 1
@@ -105,6 +105,7 @@ class Start:
     latency_budget_ms: float | None = None
     drafter: str | None = None
     gamma: int | str | None = None
+    tree: list[int] | None = None  # children per depth of a static draft tree
     pacing_lead_ms: float | None = None
 
     def sampling_overrides(self) -> dict[str, Any]:
@@ -153,7 +154,7 @@ MESSAGE_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "start": {"voice": ("str", False), "sample_rate": ("int", False), "encoding": ("str", False),
               "audio_transport": ("str", False), "seed": ("int", False),
               "latency_budget_ms": ("number", False), "drafter": ("str", False), "gamma": ("gamma", False),
-              "pacing_lead_ms": ("number", False),
+              "tree": ("tree", False), "pacing_lead_ms": ("number", False),
               **{o.name: ("int" if o.type is int else "number", False) for o in SAMPLING_OPTIONS}},
     "text": {"context_id": ("str", True), "text": ("str", True)},
     "flush": {"context_id": ("str", True), "flush_id": ("flush_id", False)},
@@ -174,6 +175,9 @@ def _valid(check: Any, value: Any) -> bool:
 def _check_field(name: str, value: Any, kind: str, cid: str | None) -> None:
     if kind == "gamma":
         ok, what = _valid(check_gamma, value), "an integer >= 0 or \"auto\""
+    elif kind == "tree":
+        ok = isinstance(value, list) and _valid(check_branching, value)
+        what = "a list of children per depth, e.g. [2, 2, 1] (at most 64 nodes)"
     elif kind == "flush_id":
         ok = (isinstance(value, str) and len(value) <= FLUSH_ID_MAX) or is_int(value)
         what = f"a string (at most {FLUSH_ID_MAX} characters) or an integer"

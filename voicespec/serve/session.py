@@ -297,7 +297,9 @@ class Session:
             if gamma != "auto" and gamma > cfg.max_gamma:
                 raise ValueError(f"gamma must be at most {cfg.max_gamma} on this server, got {gamma}")
             cap = None if msg.latency_budget_ms is None else msg.latency_budget_ms / 1000
-            decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed,
+            if msg.tree is not None and not getattr(voice.drafter(drafter), "drafts_trees", False):
+                raise ValueError(f"drafter {drafter!r} does not draft trees (the feature drafter does)")
+            decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed, tree=msg.tree,
                                   controller=ControllerConfig(time_cap_s=cap))
             options = SynthesisOptions(decode, drafter=drafter, sample_rate=msg.sample_rate or voice.codec.sample_rate)
         except ValueError as e:
