@@ -105,6 +105,14 @@ def coarse():
 @pytest.mark.parametrize("branching", [(1, 1, 1), (2, 1), (3, 2, 1), (2, 2, 2, 2)])
 def test_greedy_trees_equal_plain_decoding_and_leave_the_committed_prefix(coarse, branching):
     target, drafter, prompt = coarse
+    # A cache that grew mid-decode holds inference tensors, and moving the path must work on them:
+    # grow it so, with rows for everything below already there and one held all along (so it
+    # never shrinks back to fresh tensors).
+    holder, *spare = [target.start(prompt) for _ in range(4)]
+    with torch.inference_mode():
+        target.stack.pool.reserve(2 * target.stack.pool.capacity)
+    for s in spare:
+        s.close()
     greedy = SamplingConfig(temperature=0)
     plain = SpecDecoder(target).generate(prompt, DecodeConfig(greedy, gamma=0, max_steps=30))
     plain_frames = plain.run()
@@ -124,6 +132,7 @@ def test_greedy_trees_equal_plain_decoding_and_leave_the_committed_prefix(coarse
     assert torch.equal(torch.cat(frames, 1), plain_frames)
     assert gen.stats.accepted > 0, "the tree was never accepted: nothing tested"
     gen.close()
+    holder.close()
 
 
 def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):

@@ -94,7 +94,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise CliError("drafter 'draft-model' needs --draft-model DIR (a model folder)")
     config = decode_config(args)
     target = load_step_lm(args.model)
-    drafter = None if args.no_spec else build_drafter(args.drafter, {"draft-model": args.draft_model} if args.draft_model else {})
+    drafter = None if args.no_spec else build_drafter(args.drafter, {"draft-model": args.draft_model} if args.draft_model else {},
+                                                      target=target)
     gen = SpecDecoder(target, drafter, config).generate(target.layout.prompt(args.text_ids))
     frames = gen.run()
     s = gen.stats

@@ -107,6 +107,7 @@ class KVCache:
         """Views of rows ``lo .. hi`` over positions ``0 .. upto``: ``[hi-lo, kv_heads, upto, head_dim]``."""
         return self.k[layer, lo: hi, :, :upto], self.v[layer, lo: hi, :, :upto]
 
+    @torch.inference_mode()
     def move(self, row: int, src: list[int], dst: list[int]) -> None:
         """Copy the keys and values of positions ``src`` of ``row`` to positions ``dst`` (every
         layer): the accepted path of a draft tree moved into place after its verify pass."""

@@ -10,7 +10,7 @@ folder: a draft LM (its own cache) or draft heads over the target's hidden state
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +38,19 @@ def drafter_names(draft_models: Mapping[str, str | Path], target: StepLM | None 
 
 
 def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapping[str, Any] | None = None,
-                  owner: str = "", device: Any = "cpu", dtype: Any = None, target: StepLM | None = None) -> Drafter | None:
+                  owner: str = "", device: Any = "cpu", dtype: Any = None, target: StepLM | None = None,
+                  resolve: Callable[[str], Drafter | None] | None = None) -> Drafter | None:
     """The drafter called ``name`` (None for ``none``; a draft model on ``device`` in ``dtype``;
-    draft heads need the ``target`` they read); ValueError lists the names there are."""
+    draft heads need the ``target`` they read); ValueError lists the names there are.
+    ``resolve(name)``: how ``auto`` gets its candidates (default: built here; a voice passes its
+    own cache, so no draft model is loaded twice)."""
     if name == "none":
         return None
     if name == "ngram":
         return NGramDrafter(**(ngram or {}))
     if name == "auto":  # every shipped drafter and n-gram; the controller picks one per step
-        return ChoiceDrafter({n: build_drafter(n, draft_models, ngram, owner, device, dtype, target)
-                              for n in ("ngram", *sorted(draft_models))})
+        resolve = resolve or (lambda n: build_drafter(n, draft_models, ngram, owner, device, dtype, target))
+        return ChoiceDrafter({n: resolve(n) for n in ("ngram", *sorted(draft_models))})
     if name in early_exit_names(target):
         return EarlyExitDrafter(target, int(name.removeprefix(EARLY_EXIT)))
     if name in draft_models:

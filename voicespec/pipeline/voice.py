@@ -123,11 +123,12 @@ class Voice:
         return drafter_names(self.draft_dirs, self.target)
 
     def drafter(self, name: str) -> Drafter | None:
-        """A drafter by name: ``none``, ``ngram`` or a draft model shipped with the voice."""
+        """A drafter by name: ``none``, ``ngram``, ``auto``, ``early-exit-N`` or one shipped with the voice."""
         if name not in self._drafters:
             weights = next(self.target.model.parameters())  # draft models run where the target runs
             self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}",
-                                                 device=weights.device, dtype=weights.dtype, target=self.target)
+                                                 device=weights.device, dtype=weights.dtype, target=self.target,
+                                                 resolve=self.drafter)
         return self._drafters[name]
 
     @classmethod
