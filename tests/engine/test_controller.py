@@ -364,3 +364,20 @@ def test_fixed_gamma():
     f.observe(4, 0, 1.0, 1.0)  # no-op
     assert f.choose(8) == 4
     assert FixedGamma(0).choose(8) == 0
+
+
+def test_the_choice_settles_on_the_candidate_that_pays_and_keeps_probing_the_others():
+    """Synthetic costs (no clock): "good" is always accepted at a tenth of a pass per drafted step,
+    "bad" never, at the same cost. Each is tried first; then "good" drafts nearly every step and
+    "bad" only on the periodic probes."""
+    from voicespec.engine.drafters.choice import ChoiceSession
+
+    session = ChoiceSession({"bad": None, "good": None}, ControllerConfig())
+    for _ in range(300):
+        gamma = session.choose(100)
+        good = session.active == "good"
+        session.observe(gamma, gamma if good else 0, 0.1 * gamma, 1.0 + 0.05 * gamma)
+    assert set(session.chosen[:2]) == {"bad", "good"}
+    later = session.chosen[50:]
+    assert later.count("good") > 0.9 * len(later)
+    assert 0 < later.count("bad") <= len(later) / ControllerConfig().probe_every + 1

@@ -72,6 +72,18 @@ def test_incremental_track_rows_match_one_full_pass():
     assert torch.allclose(torch.cat(parts), full, atol=1e-5)
 
 
+def test_embed_at_is_what_the_target_embeds_at_those_positions():
+    """The drafters' lookup (track embeddings computed once per request) equals the model's own
+    embedding of the same steps and track rows, inside the track, at its end and past it (END)."""
+    target = aligned()
+    prompt = target.layout.prompt([1, 2], track=track(10))
+    session = target.start(prompt)
+    steps = torch.tensor([[3, 1, 4], [1, 5, 9], [2, 6, 5]])[:, : target.layout.groups]
+    for start in (0, 4, 9, 15):
+        want = target.model.embed(None, steps[None], session.track_rows(start, 3))
+        assert torch.equal(session.embed_at(steps, start), want), start
+
+
 def test_track_mismatches_are_clear_errors():
     steps = torch.full((1, 3), 9)  # BOS of 3x8 codes
     with pytest.raises(ValueError, match="frame-aligned text track"):

@@ -8,7 +8,7 @@ from voicespec.pipeline.drafters import build_drafter
 
 
 def test_unknown_drafter_name():
-    with pytest.raises(ValueError, match=r"unknown drafter 'nope' for voice 'v'; choose one of: none, ngram, a, b"):
+    with pytest.raises(ValueError, match=r"unknown drafter 'nope' for voice 'v'; choose one of: none, ngram, auto, a, b"):
         build_drafter("nope", {"b": "x", "a": "y"}, owner="voice 'v'")
 
 

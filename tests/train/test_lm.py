@@ -25,6 +25,7 @@ from voicespec.train import lm as lm_recipe
 from voicespec.train.configs import LMTrainConfig
 from voicespec.train.lm import default_target_config, prepare, train_draft, train_target
 from voicespec.train.ship import ship_voice
+from voicespec.pipeline.drafters import early_exit_names
 from voicespec.pipeline.voice import Voice
 
 QUIET = dict(log=lambda s: None)
@@ -93,7 +94,8 @@ def test_target_and_draft_recipes_run_resume_export_and_decode(tmp_path, speech_
     for part in ("target", "drafters/distilled", "duration", "asr"):
         assert "## Held-out metrics" in (dest / part / "MODEL_CARD.md").read_text()
     voice = Voice.load(dest)
-    assert voice.config.default_drafter == "distilled" and voice.drafter_names == ["none", "ngram", "distilled"]
+    assert voice.config.default_drafter == "distilled"
+    assert voice.drafter_names == ["none", "ngram", "auto", *early_exit_names(voice.target), "distilled"]
     pcm, stats = Synthesizer(voice).synthesize("ab a.")
     assert pcm.numel() == stats.frames * codec.hop_length > 0
 

@@ -43,7 +43,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
                    help="short run: 2 prompts, γ 2,4, one round, clients 1,2,4 (< 3 min on 2 cores)")
     p.add_argument("--prompts", type=Path,
                    help="text file, one prompt per line (default: samples/prompts.txt if present, else built-in)")
-    p.add_argument("--drafters", type=_names, help="comma-separated drafters of the voice (default: all of them)")
+    p.add_argument("--drafters", type=_names, help="comma-separated drafters of the voice (default: ngram and every shipped one; "
+                                                          "auto and early-exit-N when named)")
     p.add_argument("--gammas", type=_ints, help="fixed draft lengths to try, e.g. 1,2,4,8 ('auto' always runs)")
     p.add_argument("--modes", type=_names, help="greedy,sampling (default both)")
     p.add_argument("--repeats", type=int, help="interleaved rounds per prompt")

@@ -37,7 +37,8 @@ class Bench:
         rss = machine.rss_mb()
         self.memory: dict[str, Any] = {"voice_rss_mb": None if rss_before_voice_mb is None else rss - rss_before_voice_mb,
                                        "drafters": {}}
-        names = config.drafters or tuple(n for n in voice.drafter_names if n != "none")
+        # Default: n-gram and every shipped drafter; the composites (auto) and early exits on request.
+        names = config.drafters or tuple(n for n in voice.drafter_names if n == "ngram" or n in voice.draft_dirs)
         self.drafters: dict[str, Drafter] = {}
         for name in names:  # loaded one by one, so each one's memory is measured alone
             before = machine.rss_mb()

@@ -40,6 +40,8 @@ def _decode_section(mode: str, d: dict[str, Any]) -> str:
     rows = []
     for m in d["methods"].values():
         check = "-" if m["mismatches"] is None else ("identical" if m["mismatches"] == 0 else f"**MISMATCH x{m['mismatches']}**")
+        if m.get("fine_ties"):
+            check += f" (fine-stage float tie x{m['fine_ties']})"
         peer = f"{_speedup(m['speedup_vs_peer'])} vs {m['peer']}" if m["speedup_vs_peer"] else "-"
         rows.append([
             m["method"], _f(m["steps_per_s"], ".0f"), _f(m["audio_s_per_s"]), _speedup(m["speedup"]), peer,

@@ -10,7 +10,7 @@ from typing import Any
 from voicespec.engine.stats import DecodeStats
 from voicespec.bench.dist import ratio_summary
 from voicespec.bench.ideal import alpha_from_trace, efficiency, ideal_speedup
-from voicespec.bench.runner import Method, Run, mismatches
+from voicespec.bench.runner import Method, Run, fine_ties, mismatches
 
 
 @dataclass
@@ -19,8 +19,9 @@ class MethodSummary:
     i.i.d. acceptance estimate behind ``ideal_speedup``; ``per_position_acceptance[i]``: fraction of
     drafts reaching position i whose step i was accepted. ``draft_step_s``/``verify_pass_s``:
     measured c_draft and c_verify; ``draft_cost``: c_draft in units of a plain target pass.
-    ``mismatches``: runs whose tokens differ from the baseline's (greedy and exact only, else
-    None). ``acceptance``: ``exact`` or the LOSSY rule the method ran with."""
+    ``mismatches``: runs whose verified steps differ from the baseline's (greedy and exact only,
+    else None); ``fine_ties``: runs with the same steps whose fine-stage codes differ at a float
+    near-tie (:func:`~voicespec.bench.runner.fine_ties`). ``acceptance``: ``exact`` or the LOSSY rule the method ran with."""
 
     method: str
     kind: str
@@ -36,6 +37,7 @@ class MethodSummary:
     peer: str | None
     speedup_vs_peer: dict[str, Any] | None
     mismatches: int | None
+    fine_ties: int | None
     acceptance_rate: float | None
     mean_accepted_length: float | None
     mean_gamma: float | None
@@ -69,6 +71,7 @@ def summarize(methods: Sequence[Method], runs: Sequence[Run], baseline: str, fra
     plain = merged_stats([r for r in runs if r.method == baseline])
     plain_pass_s = plain.verify_s / plain.target_passes
     wrong = mismatches(runs, baseline) if greedy else {}
+    ties = fine_ties(runs, baseline) if greedy else {}
     ran = {r.method for r in runs}
     out = {}
     for m in methods:
@@ -83,6 +86,7 @@ def summarize(methods: Sequence[Method], runs: Sequence[Run], baseline: str, fra
             speedup=ratio_summary(_pair_ratios(runs, m.name, baseline)), peer=m.peer,
             speedup_vs_peer=ratio_summary(_pair_ratios(runs, m.name, m.peer)) if m.peer in ran else None,
             mismatches=wrong.get(m.name) if greedy and not lossy else None,
+            fine_ties=ties.get(m.name) if greedy and not lossy else None,
             acceptance=f"lossy-top-{lossy}" if lossy else "exact",
         )
         row.update(_engine_figures(mine, plain_pass_s, row["speedup"]["median"]) if m.kind == "engine" else _NO_ENGINE)

@@ -274,6 +274,7 @@ class CodecLMSession(LMSession):
         self.prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame [K]
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
         self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
+        self._track_table: torch.Tensor | None = None  # embeddings of _rows, made by embed_at on first use
 
     def track_rows(self, start: int, n: int) -> torch.Tensor | None:
         if self._rows is None:
@@ -285,10 +286,20 @@ class CodecLMSession(LMSession):
 
     def embed_at(self, steps: torch.Tensor, start: int) -> torch.Tensor:
         """Input embeddings ``[1, n, D]`` of ``steps [n, G]`` placed at step positions ``start ..``
-        (with their track rows): what the target reads there. Drafters built on the target use it."""
-        rows = self.track_rows(start, steps.shape[0])
-        device = self.model.device
-        return self.model.embed(None, steps[None].to(device), None if rows is None else rows.to(device))
+        (with their track rows): what the target reads there, as :meth:`CodecLM.embed` computes it.
+        Drafters built on the target call it once per drafted step, so the track's embeddings are
+        computed once per request (``_track_table``: one row per position, END last) and looked up."""
+        model = self.model
+        offsets = torch.arange(model.n_codebooks) * model.head_vocab
+        codes = model.code_embed.weight[(steps + offsets).to(model.device)].sum(-2)  # [n, D]
+        if self._rows is None:
+            return codes[None]
+        if self._track_table is None:
+            rows = torch.cat([self._rows, torch.tensor([END_ROW])])
+            self._track_table = model.embed_track(rows[None].to(model.device))[0]  # [N + 1, D]
+        last = self._track_table.shape[0] - 1
+        at = torch.arange(start, start + steps.shape[0]).clamp_max(last)  # past the track: END
+        return (codes + self._track_table[at.to(model.device)])[None]
 
     @classmethod
     def embed_batch(cls, sessions: list[CodecLMSession], blocks: list[torch.Tensor], trees: list[Any] | None = None) -> torch.Tensor:

@@ -45,7 +45,8 @@ class LayoutMaskProcessor(LogitsProcessor):
 
 class HFSession(LMSession):
     @classmethod
-    def embed_batch(cls, sessions: list[HFSession], blocks: list[torch.Tensor]) -> torch.Tensor:
+    def embed_batch(cls, sessions: list[HFSession], blocks: list[torch.Tensor], trees: list[Any] | None = None) -> torch.Tensor:
+        """Token embeddings do not depend on position: a tree's slots embed like a chain's."""
         ids = torch.zeros(len(blocks), max(b.shape[0] for b in blocks), dtype=torch.long)
         for i, b in enumerate(blocks):
             ids[i, : b.shape[0]] = b[:, 0]

@@ -10,6 +10,7 @@ import torch
 
 from voicespec.engine.layout import LayoutState, Prompt, TokenLayout
 from voicespec.engine.policy import TokenPolicy
+from voicespec.engine.sampling import sample
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,12 @@ def draft_loop(ctx: DraftContext, gamma: int, next_logits: Callable[[int, torch.
         if layout.is_done(state):
             break
         warped = policy.warp(next_logits(j, step), state, generated[:0], generated)[0]
-        step = policy.choose(warped, ctx.generator)
-        steps.append(step)
-        if not policy.sampling.greedy:
+        if policy.sampling.greedy:
+            step = warped.argmax(-1)
+        else:
             probs.append(policy.probs(warped))
+            step = sample(probs[-1], ctx.generator)
+        steps.append(step)
         state = layout.advance(state, step)
         generated = torch.cat([generated, step.unsqueeze(0)])
     if not steps:
