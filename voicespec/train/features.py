@@ -204,7 +204,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     heads = DraftHeads(cfg).to(run.device)
     opt = torch.optim.AdamW(heads.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run.attach(heads, opt, lambda: {"model_config": heads.config.to_dict(), "train_config": asdict(config)})
-    per_batch = max(1, config.batch_steps // int(train.lengths.float().mean()))
+    per_batch = min(len(train), max(1, config.batch_steps // int(train.lengths.float().mean())))
     order: list[int] = []
     heads.train()
     while run.trained_s < config.minutes * 60 and not (config.max_steps and run.step >= config.max_steps):

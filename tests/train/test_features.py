@@ -1,0 +1,61 @@
+"""The draft-heads recipe end to end on a tiny coarse-first voice, bounded by steps: the target's own
+samples (resumed, not redone), the unrolled distillation for both kinds (resumed from its
+checkpoint), export, shipping into the voice, and the shipped heads drafting through the real
+registry with greedy output equal to plain decoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.decoder import SpecDecoder
+from voicespec.pipeline.tiny import build_tiny_voice
+from voicespec.pipeline.voice import Voice
+from voicespec.train.configs import LMTrainConfig
+from voicespec.train.features import SAMPLES, sample_corpus, ship_heads, train_heads
+
+
+def _prepared(run: Path, voice: Voice) -> None:
+    texts = ["a cat sat.", "we go home.", "blue sky.", "one two.", "ab a.", "it is."]
+    examples = [{"id": f"u{i}", "ids": voice.tokenizer.encode(t), "split": "heldout" if i < 2 else "train"}
+                for i, t in enumerate(texts)]
+    run.mkdir(parents=True)
+    torch.save({"examples": examples}, run / "prepared.pt")
+
+
+def test_samples_heads_resume_ship_and_draft(tmp_path):
+    voice_dir = build_tiny_voice(tmp_path / "voice", layout="coarse")
+    voice = Voice.load(voice_dir)
+    _prepared(tmp_path / "run", voice)
+    out = tmp_path / "feat"
+    quiet = {"log": lambda *a, **k: None}
+    samples = sample_corpus(voice_dir, tmp_path / "run", out, 4, batch=3, **quiet)
+    assert len(samples) == 4 and [s["split"] for s in samples] == ["heldout", "heldout", "train", "train"]
+    assert all(s["steps"].ndim == 1 and s["steps"][-1] == voice.target.layout.eos_id for s in samples)
+    before = (out / SAMPLES).stat().st_mtime_ns
+    assert len(sample_corpus(voice_dir, tmp_path / "run", out, 4, batch=3, **quiet)) == 4  # resumed: nothing redone
+    assert (out / SAMPLES).stat().st_mtime_ns == before
+
+    for kind, depth in (("feature", 3), ("medusa", 2)):
+        config = LMTrainConfig(minutes=5, max_steps=2, eval_every_steps=1, log_every_steps=1, device="cpu", batch_steps=200)
+        folder = train_heads(out, voice_dir / "target", out / f"{kind}_run", kind, depth, 32, 0.8, 5, config, **quiet)
+        resumed = train_heads(out, voice_dir / "target", out / f"{kind}_run", kind, depth, 32, 0.8, 5,
+                              LMTrainConfig(minutes=5, max_steps=3, eval_every_steps=1, log_every_steps=1, device="cpu",
+                                            batch_steps=200), **quiet)
+        assert resumed == folder
+        info = __import__("json").loads((folder / "config.json").read_text())["voicespec_info"]
+        assert info["steps"] == 3 and len(info["heldout_acceptance"]["sampling"]) == depth
+        ship_heads(folder, voice_dir / "drafters" / kind, f"voicespec train features --kind {kind}")
+        assert "## Held-out metrics" in (voice_dir / "drafters" / kind / "MODEL_CARD.md").read_text()
+
+    voice = Voice.load(voice_dir)
+    assert {"feature", "medusa", "auto"} <= set(voice.drafter_names)
+    prompt = voice.prompt(voice.tokenizer.encode("a cat sat."))
+    greedy = DecodeConfig(SamplingConfig(temperature=0), gamma=0, max_steps=prompt.track.shape[0] + 1)
+    plain = SpecDecoder(voice.target).generate(prompt, greedy).run()
+    for name, extra in (("feature", {"gamma": 3}), ("medusa", {"gamma": 2}), ("feature", {"tree": (2, 1)}),
+                        ("auto", {"gamma": "auto"})):
+        config = DecodeConfig(greedy.sampling, max_steps=greedy.max_steps, **extra)
+        assert torch.equal(SpecDecoder(voice.target, voice.drafter(name)).generate(prompt, config).run(), plain), name
