@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from torch.nn import functional as F
 
 from voicespec.engine.config import DecodeConfig
 from voicespec.engine.decoder import SpecDecoder

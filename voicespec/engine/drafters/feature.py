@@ -102,7 +102,6 @@ class FeatureDrafter:
 
     def tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
         session, start, policy = ctx.target, ctx.history.shape[0] - 1, ctx.policy
-        parents, depths = shape.parents, shape.depths.tolist()
         tokens = [ctx.history[-1]]  # per slot: its step [G]
         paths = [ctx.generated]  # per slot: the generated steps up to and including it
         states = [ctx.state]

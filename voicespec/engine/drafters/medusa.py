@@ -10,8 +10,6 @@ before), but the model runs once per proposal, whatever γ.
 
 from __future__ import annotations
 
-import torch
-
 from voicespec.engine.drafters.base import DraftContext
 from voicespec.engine.drafters.feature import FeatureDrafter
 
