@@ -25,9 +25,13 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys, speech_co
     prompts.write_text("Hello.\n\nOne more.\n")
     assert main(["evaluate", "--voice", str(voice), "--asr", str(tmp_path / "asr"), "--data", str(tmp_path / "data"),
                  "--n", "1", "--unseen", "1", "--drafter", "draft-model", "--out", str(out),
-                 "--samples", str(tmp_path / "s"), "--prompts", str(prompts)]) == 0
+                 "--samples", str(tmp_path / "s"), "--prompts", str(prompts), "--lossy-top-k", "3"]) == 0
     report = json.loads(out.read_text())
     assert report["judge"].startswith("pocketsphinx")
+    assert "LOSSY top-3" in report["lossy"]
+    for key in ("sampled_lossy", "greedy_lossy"):  # judged beside the exact rows, with their MCD and RTF
+        r = report["heldout"][key]
+        assert len(r["examples"]) == 1 and r["mcd_dtw_db"] > 0 and r["rtf_median"] > 0
     for section in ("heldout", "unseen_words"):
         r = report[section]
         for key in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain"):

@@ -24,7 +24,8 @@ def add_evaluate_args(p: argparse.ArgumentParser) -> None:
                                      "drafter, or its first draft model if that is none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lossy-top-k", type=positive(int, "lossy-top-k", allow_zero=True), default=0,
-                   help="also judge speculative sampling under the LOSSY top-k acceptance rule (row sampled_lossy)")
+                   help="also judge speculative decoding under the LOSSY top-k acceptance rule "
+                        "(rows sampled_lossy, greedy_lossy)")
     p.add_argument("--out", required=True, help="JSON report")
     p.add_argument("--samples", help="also write listening samples here: voice-NN.wav per line of --prompts and "
                                       "voice-mels.png (teacher vs codec vs generated)")
@@ -52,7 +53,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if section not in report:
             continue
         print(f"{section} ({report[section]['utterances']} sentences), judged by PocketSphinx:")
-        for key in (*ROWS, "sampled_lossy"):
+        for key in (*ROWS, "sampled_lossy", "greedy_lossy"):
             if key not in report[section]:
                 continue
             r = report[section][key]

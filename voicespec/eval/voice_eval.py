@@ -57,14 +57,15 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = 
                  closed: bool = False, lossy_top_k: int = 0) -> dict[str, Any]:
     """Every row of one sentence set, judged by PocketSphinx (and by ``asr`` when given); with
     ``closed`` also by a closed-set judge over the set's own words (``closed_wer``/``closed_cer``);
-    with ``lossy_top_k`` also the row ``sampled_lossy`` (speculative, LOSSY acceptance)."""
+    with ``lossy_top_k`` also the rows ``sampled_lossy`` and ``greedy_lossy`` (speculative, LOSSY
+    acceptance: the rule pays in greedy decoding, where a top-k draft often is not the argmax)."""
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
     sampled = DecodeConfig(voice.sampling, gamma="auto", seed=seed)
     greedy = DecodeConfig(SamplingConfig(temperature=0), gamma="auto", seed=seed)
-    generated = [("sampled_plain", 0, "none", 0), ("sampled_spec", None, drafter, 0)]
+    generated = [("sampled_plain", 0, "none", 0, sampled), ("sampled_spec", None, drafter, 0, sampled)]
     if lossy_top_k:
-        generated.append(("sampled_lossy", None, drafter, lossy_top_k))
+        generated += [("sampled_lossy", None, drafter, lossy_top_k, sampled), ("greedy_lossy", None, drafter, lossy_top_k, greedy)]
     rows: dict[str, list] = {k: [] for k in (*ROWS, *(g[0] for g in generated))}
     mcd: dict[str, list[float]] = {"resynth": [], **{g[0]: [] for g in generated}}
     rtf: dict[str, list[float]] = {"greedy_plain": [], **{g[0]: [] for g in generated}}
@@ -75,8 +76,8 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seed: int, asr: Any = 
         rows["teacher"].append((text, x, rate))
         rows["resynth"].append((text, y, rate))
         mcd["resynth"].append(mcd_dtw(x, y, rate))
-        for key, gamma, name, lossy in generated:
-            config = replace(sampled, seed=seed + 100 * i, sampling=replace(sampled.sampling, lossy_top_k=lossy))
+        for key, gamma, name, lossy, base in generated:
+            config = replace(base, seed=seed + 100 * i, sampling=replace(base.sampling, lossy_top_k=lossy))
             pcm, stream = _generate(synth, text, config if gamma is None else replace(config, gamma=gamma), name)
             rows[key].append((text, pcm, rate))
             mcd[key].append(mcd_dtw(x, pcm, rate))
