@@ -189,9 +189,12 @@ class Generation:
 
         # In a batch every session waits for every session's drafting (drafts run one session
         # after another), so drafting costs the batch B times what it costs this session: so
-        # charged, speculation turns itself off under load where it no longer pays.
+        # charged, speculation turns itself off under load where it no longer pays. The pass is
+        # charged with everything after drafting (verdict, commit, the fine stage's call), not the
+        # forward alone: those per-pass costs are what a longer accepted block amortizes too.
         draft_s = step.t_drafted - t0
-        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, step.verify_s)
+        pass_s = time.perf_counter() - step.t_drafted
+        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt
