@@ -171,9 +171,9 @@ class Generation:
         t0 = time.perf_counter()
         remaining = self.config.max_steps - (self.length - self.n_prompt)
         if self.tree is not None and remaining > self.tree.depth:
-            step = yield from self._tree_step(t0)
+            step = yield from self._tree_step()
         else:
-            step = yield from self._chain_step(t0, remaining)
+            step = yield from self._chain_step(remaining)
         verdict, work = step.verdict, step.work
 
         old = self.length
@@ -208,7 +208,7 @@ class Generation:
             s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
 
-    def _chain_step(self, t0: float, remaining: int) -> Generator[Work, Any, _Step]:
+    def _chain_step(self, remaining: int) -> Generator[Work, Any, _Step]:
         """Draft γ steps in a chain and verify them (γ from the controller; 0 is plain decoding)."""
         gamma = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
         draft = self._draft(gamma)
@@ -223,7 +223,7 @@ class Generation:
         verify_s = work.seconds + time.perf_counter() - t2  # the pass at this batch size, plus the verdict
         return _Step(verdict, work, t1, verify_s, n_draft, draft.steps.numel(), verdict.accepted_tokens, gamma)
 
-    def _tree_step(self, t0: float) -> Generator[Work, Any, _Step]:
+    def _tree_step(self) -> Generator[Work, Any, _Step]:
         """Draft the configured tree and verify every node in one pass (:mod:`voicespec.engine.tree`);
         the accepted path's keys, values and hidden states are then moved into place."""
         shape, start = self.tree, self.length - 1  # the pending step's position: the root
