@@ -82,6 +82,9 @@ def test_embed_at_is_what_the_target_embeds_at_those_positions():
     for start in (0, 4, 9, 15):
         want = target.model.embed(None, steps[None], session.track_rows(start, 3))
         assert torch.equal(session.embed_at(steps, start), want), start
+        # a tree depth's nodes: every step at one position
+        same = torch.cat([target.model.embed(None, steps[i: i + 1][None], session.track_rows(start, 1)) for i in range(3)], 1)
+        assert torch.equal(session.embed_at(steps, start, together=True), same), start
 
 
 def test_track_mismatches_are_clear_errors():

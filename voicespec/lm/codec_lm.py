@@ -284,9 +284,10 @@ class CodecLMSession(LMSession):
             rows = torch.cat([rows, torch.tensor([END_ROW]).repeat(n - rows.shape[0], 1)])
         return rows.unsqueeze(0)
 
-    def embed_at(self, steps: torch.Tensor, start: int) -> torch.Tensor:
+    def embed_at(self, steps: torch.Tensor, start: int, together: bool = False) -> torch.Tensor:
         """Input embeddings ``[1, n, D]`` of ``steps [n, G]`` placed at step positions ``start ..``
-        (with their track rows): what the target reads there, as :meth:`CodecLM.embed` computes it.
+        (``together``: all at ``start``, as the nodes of one depth of a draft tree are) with their
+        track rows: what the target reads there, as :meth:`CodecLM.embed` computes it.
         Drafters built on the target call it once per drafted step, so the track's embeddings are
         computed once per request (``_track_table``: one row per position, END last) and looked up."""
         model = self.model
@@ -298,7 +299,8 @@ class CodecLMSession(LMSession):
             rows = torch.cat([self._rows, torch.tensor([END_ROW])])
             self._track_table = model.embed_track(rows[None].to(model.device))[0]  # [N + 1, D]
         last = self._track_table.shape[0] - 1
-        at = torch.arange(start, start + steps.shape[0]).clamp_max(last)  # past the track: END
+        n = steps.shape[0]
+        at = (torch.full((n,), start) if together else torch.arange(start, start + n)).clamp_max(last)  # past the track: END
         return (codes + self._track_table[at.to(model.device)])[None]
 
     @classmethod

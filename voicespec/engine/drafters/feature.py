@@ -109,7 +109,7 @@ class FeatureDrafter:
         f = ctx.features[None]  # [n, D]: the inputs of the current depth's nodes
         level = [0]
         for d, b in enumerate(shape.branching):
-            e = torch.cat([session.embed_at(tokens[t][None], start + d)[0] for t in level])  # [n, D]
+            e = session.embed_at(torch.stack([tokens[t] for t in level]), start + d, together=True)[0]  # [n, D]
             f_out = self.heads(f, e)[0]
             raw = self.readout(f_out)  # [n, 1, V]
             works = [policy.warp_work(raw[i: i + 1], states[t], paths[t][:0], paths[t]) for i, t in enumerate(level)]
