@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import tempfile
@@ -17,7 +18,9 @@ import torchaudio.transforms as T
 
 from voicespec.options import ENCODINGS
 
-FILE_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16")}
+# Files ``say``/``synth`` write, by extension: libsndfile (through soundfile) encodes them all.
+FILE_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS"),
+                ".mp3": ("MP3", "MPEG_LAYER_III")}
 
 
 def to_int16(pcm: np.ndarray | torch.Tensor) -> np.ndarray:
@@ -92,11 +95,20 @@ class StreamingResampler:
 
 
 def check_audio_path(path: str | Path) -> tuple[str, str]:
-    """The (format, subtype) for a WAV/FLAC path; a clear error for anything else."""
+    """The (format, subtype) for a path by its extension; a clear error for anything else."""
     fmt = FILE_FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise ValueError(f"{path}: unsupported extension (use {', '.join(FILE_FORMATS)})")
     return fmt
+
+
+def encode_audio(pcm: np.ndarray | torch.Tensor, sample_rate: int, suffix: str) -> bytes:
+    """A whole file's bytes in the format of extension ``suffix`` (``.wav``, ``.mp3``, ...):
+    16-bit quantized as the stream quantizes, then encoded (lossy for OGG and MP3)."""
+    fmt = check_audio_path("audio" + suffix)
+    buf = io.BytesIO()
+    sf.write(buf, to_int16(pcm), sample_rate, format=fmt[0], subtype=fmt[1])
+    return buf.getvalue()
 
 
 @contextmanager
@@ -121,8 +133,7 @@ def atomic_open(path: str | Path, mode: str = "wb", **kw) -> Iterator[IO]:
 
 
 def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> None:
-    """Write WAV/FLAC (by extension) atomically (see :func:`atomic_open`)."""
-    fmt = check_audio_path(path)
-    data = to_int16(pcm)  # every format here is 16-bit: quantized as the stream quantizes
+    """Write an audio file (format by extension, :data:`FILE_FORMATS`) atomically (see :func:`atomic_open`)."""
+    data = encode_audio(pcm, sample_rate, Path(path).suffix.lower())
     with atomic_open(path) as f:
-        sf.write(f, data, sample_rate, format=fmt[0], subtype=fmt[1])
+        f.write(data)

@@ -13,7 +13,8 @@ from voicespec.checks import is_int, is_number
 from voicespec.engine.config import SamplingConfig
 from voicespec.engine.controller import check_branching, check_gamma
 
-SAMPLE_RATES = (8000, 16000, 22050, 24000, 48000)  # output rates a request may ask for
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)  # output rates a request may ask for
+SPEED_RANGE = (0.5, 2.0)  # speaking speed relative to the voice's own (durations divided by it)
 ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # PCM encodings, bytes per sample
 GAMMA_HELP = "draft length per step (an integer >= 0), or 'auto' for the adaptive controller"
 DTYPES = ("float32", "bfloat16", "float16")  # the LM's weights and KV cache; the codec stays float32
@@ -57,6 +58,13 @@ def check_sample_rate(rate: Any) -> int:
     if not is_int(rate) or rate not in SAMPLE_RATES:
         raise ValueError(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}, got {rate!r}")
     return rate
+
+
+def check_speed(speed: Any) -> float:
+    lo, hi = SPEED_RANGE
+    if not is_number(speed) or not lo <= speed <= hi:
+        raise ValueError(f"speed must be a number in [{lo:g}, {hi:g}] (1 = the voice's own pace), got {speed!r}")
+    return float(speed)
 
 
 def check_encoding(encoding: Any) -> str:

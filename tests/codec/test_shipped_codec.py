@@ -8,10 +8,10 @@ import soundfile as sf
 import torch
 
 from voicespec.codec.model import Codec
-from voicespec.paths import MODELS_DIR, SAMPLES_DIR
+from voicespec.paths import SAMPLES_DIR, SHIPPED_VOICES_DIR
 from voicespec.train.codec import MelLoss
 
-CODEC_DIR = MODELS_DIR / "voicespec-tiny" / "codec"
+CODEC_DIR = SHIPPED_VOICES_DIR / "voicespec-tiny" / "codec"
 CLIPS = sorted(SAMPLES_DIR.glob("codec-*-teacher.wav"))
 
 

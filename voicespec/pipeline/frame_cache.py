@@ -21,16 +21,17 @@ import torch
 from voicespec.engine.config import DecodeConfig
 
 
-def frame_key(target: object, ids: list[int], config: DecodeConfig, drafter: str) -> tuple | None:
+def frame_key(target: object, ids: list[int], config: DecodeConfig, drafter: str, speed: float = 1.0) -> tuple | None:
     """What determines a sentence's frames, or None when nothing fixed does (adaptive γ or no
     seed while sampling). ``config`` is the sentence's own (its seed and step cap); ``target`` the
-    LM object decoding it (a voice whose target is swapped must not replay the old one's frames)."""
+    LM object decoding it (a voice whose target is swapped must not replay the old one's frames);
+    ``speed`` changes the durations, so the prompt."""
     if config.sampling.greedy:
-        return ("greedy", id(target), tuple(ids), config.sampling, config.max_steps)
+        return ("greedy", id(target), tuple(ids), speed, config.sampling, config.max_steps)
     if config.seed is None or config.gamma == "auto":
         return None
     gamma = 0 if drafter == "none" else config.gamma
-    return ("sampled", id(target), tuple(ids), config.sampling, config.max_steps, config.seed,
+    return ("sampled", id(target), tuple(ids), speed, config.sampling, config.max_steps, config.seed,
             drafter if gamma else "none", gamma)
 
 

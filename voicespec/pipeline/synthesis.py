@@ -23,7 +23,7 @@ from voicespec.engine.layout import Prompt
 from voicespec.engine.stats import DecodeStats
 from voicespec.codec.stream import CodecFlush, CodecPush
 from voicespec.engine.work import Work, outputs
-from voicespec.options import check_sample_rate
+from voicespec.options import check_sample_rate, check_speed
 from voicespec.pipeline.frame_cache import frame_key
 from voicespec.pipeline.voice import Voice
 
@@ -40,15 +40,18 @@ def sentence_config(voice: Voice, base: DecodeConfig, i: int, n_chars: int, prom
 @dataclass(frozen=True)
 class SynthesisOptions:
     """Per-request options. ``decode.seed`` seeds sentence i with ``seed + i``; ``sample_rate``
-    None keeps the codec's rate; ``time_cap_s`` is the per-step budget for ``gamma='auto'``."""
+    None keeps the codec's rate; ``speed`` > 1 speaks faster than the voice's own pace (a voice
+    with a duration predictor divides its durations by it; any other voice refuses a speed)."""
 
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     drafter: str | None = None  # None: the voice's default
     sample_rate: int | None = None
+    speed: float = 1.0
 
     def __post_init__(self) -> None:
         if self.sample_rate is not None:
             check_sample_rate(self.sample_rate)
+        check_speed(self.speed)
 
 
 @dataclass
@@ -110,6 +113,8 @@ class SynthesisStream:
         self.voice = voice
         self.options = options
         self.sentences = voice.frontend.sentences(text)  # raises TextError before any work
+        if options.speed != 1.0 and voice.duration is None:
+            raise ValueError(f"voice {voice.name!r} has no duration predictor: it cannot change its speed")
         self.drafter_name = options.drafter or voice.config.default_drafter
         self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode)
         self.stats = SynthesisStats(sample_rate=options.sample_rate or voice.codec.sample_rate)
@@ -137,12 +142,12 @@ class SynthesisStream:
         a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
-        prompt = self.voice.prompt(ids)
+        prompt = self.voice.prompt(ids, self.options.speed)
         config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
         cache = self.voice.frame_cache
-        key = frame_key(self.voice.target, ids, config, self.drafter_name) if cache is not None else None
+        key = frame_key(self.voice.target, ids, config, self.drafter_name, self.options.speed) if cache is not None else None
         replay = cache.get(key) if key is not None else None
         gen = None if replay is not None else self.decoder.generate(prompt, config)
         chunks: list[torch.Tensor] = []  # this sentence's frames [K, n] per step: joined once, at its end

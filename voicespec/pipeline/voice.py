@@ -14,6 +14,8 @@ error at start-up, not garbage audio later.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,12 @@ from voicespec.lm.loading import load_step_lm
 from voicespec.engine.config import SamplingConfig
 from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
 from voicespec.options import check_device, check_dtype
-from voicespec.paths import MODELS_DIR
+from voicespec import paths
 from voicespec.pipeline.drafters import build_drafter, drafter_names
 from voicespec.pipeline.frame_cache import FrameCache
 
 VOICE_FILE = "voice.json"
-DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped in models/, used when none is named
+DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped with the package, used when none is named
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,13 @@ class Voice:
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(**self.config.sampling)
 
-    def prompt(self, token_ids: list[int], rate: float | None = None) -> Prompt:
+    def prompt(self, token_ids: list[int], speed: float = 1.0) -> Prompt:
         """The LM prompt for one sentence; an aligned target also gets its frame-aligned track from
-        the predicted durations (``rate`` > 1 speaks faster; default: the voice's own)."""
+        the predicted durations (``speed`` > 1 speaks faster than the voice's own rate)."""
         ids = [self.config.text_offset + i for i in token_ids]
         if self.duration is None:
             return self.target.layout.prompt(ids)
-        durations = self.duration.predict(token_ids, rate or self.config.speaking_rate)
+        durations = self.duration.predict(token_ids, speed * self.config.speaking_rate)
         return self.target.layout.prompt(ids, track=frame_track(ids, durations, self.track_positions))
 
     def codec_stream(self) -> CodecStream:
@@ -157,21 +159,38 @@ class Voice:
         (path / VOICE_FILE).write_text(json.dumps(config.__dict__, indent=2) + "\n")
 
 
-def resolve_voice(spec: str | None, voices_dir: Path = MODELS_DIR) -> Path:
-    """A voice folder from a path or a name under ``voices_dir`` (None or "default": the default voice)."""
-    if spec and Path(spec).exists():
+def resolve_voice(spec: str | Path | None, voices_dirs: Sequence[Path] | None = None) -> Path:
+    """A voice folder from a path or a name (None or "default": the default voice), names looked up
+    in :func:`voicespec.paths.voices_dirs` (``$VOICESPEC_VOICES``, then the shipped voices)."""
+    dirs = paths.voices_dirs() if voices_dirs is None else list(voices_dirs)
+    spec = None if spec is None else str(spec)
+    if spec and (os.sep in spec or spec.startswith(".") or Path(spec).is_dir()):  # a path, not a name
+        if not Path(spec).is_dir():
+            raise FileNotFoundError(f"{spec}: no such voice folder")
         return Path(spec)
     name = DEFAULT_VOICE if spec in (None, "default") else spec
-    candidate = voices_dir / name
-    if candidate.is_dir():
-        return candidate
-    known = sorted(p.name for p in voices_dir.iterdir() if (p / VOICE_FILE).is_file()) if voices_dir.is_dir() else []
-    hint = f"known voices: {', '.join(known)}" if known else "no voices are installed yet; make one with `voicespec tiny --out DIR`"
-    raise FileNotFoundError(f"unknown voice {name!r} ({hint})")
+    for d in dirs:
+        if (d / name / VOICE_FILE).is_file():
+            return d / name
+    known = voice_names(dirs)
+    where = ", ".join(str(d) for d in dirs)
+    hint = (f"known voices: {', '.join(known)}" if known else
+            "no voices are installed: reinstall voicespec (its wheel ships voicespec-tiny), or point "
+            "VOICESPEC_VOICES at a folder of voice folders")
+    raise FileNotFoundError(f"unknown voice {name!r}; looked in {where} ({hint}; a voice may also be given as a folder path)")
 
 
-def load_voice(spec: str | None, device: str = "cpu", dtype: str = "float32") -> Voice:
-    """The voice a user named (a folder, a name under ``models/``, or None for the default)."""
+def voice_names(voices_dirs: Sequence[Path] | None = None) -> list[str]:
+    """The voices that can be named, in lookup order, each once."""
+    names: list[str] = []
+    for d in paths.voices_dirs() if voices_dirs is None else voices_dirs:
+        if d.is_dir():
+            names += [p.name for p in sorted(d.iterdir()) if (p / VOICE_FILE).is_file() and p.name not in names]
+    return names
+
+
+def load_voice(spec: str | Path | None, device: str = "cpu", dtype: str = "float32") -> Voice:
+    """The voice a user named (a folder, a voice name, or None for the default)."""
     return Voice.load(resolve_voice(spec), device, dtype)
 
 
