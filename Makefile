@@ -2,20 +2,28 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+STAMP := $(VENV)/.installed-all
+SERVE_STAMP := $(VENV)/.installed-serve
 
 .PHONY: serve test test-fast install clean gpu-wheels
 
+# Serving needs the core and the `serve` extra only; the tests need every extra (training, eval, bench).
+$(SERVE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip 'setuptools>=77'
+	$(BIN)/pip install -q -e '.[serve]'
+	touch $(SERVE_STAMP)
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,train,eval]'
-	touch $(STAMP)
+	$(BIN)/pip install -q --upgrade pip 'setuptools>=77'
+	$(BIN)/pip install -q -e '.[all,test]'
+	touch $(STAMP) $(SERVE_STAMP)
 
 install: $(STAMP)
 
 # The main job: the WebSocket TTS server with the shipped default voice (player on http://127.0.0.1:8765/).
-serve: $(STAMP)
+serve: $(SERVE_STAMP)
 	$(BIN)/voicespec serve --host 127.0.0.1 --port 8765
 
 # PYTHONNODEBUGRANGES: no column tables, so tracebacks formatted on the servers' threads never call

@@ -4,17 +4,51 @@ schema, itself torch-free), so ``voicespec --help`` and every argument error ans
 from __future__ import annotations
 
 import argparse
+import copy
 from urllib.parse import urlsplit
 
 from voicespec.options import (DEVICE_HELP, DTYPE_HELP, ENCODINGS, GAMMA_HELP, SAMPLE_RATES, SAMPLING_OPTIONS,
-                               check_device, check_dtype, parse_gamma, parse_tree)
+                               SPEED_RANGE, check_device, check_dtype, check_speed, parse_gamma, parse_tree)
+
+# The audio file formats ``say`` and ``synth`` write: :data:`voicespec.audio.FILE_FORMATS`'s
+# extensions, spelled out here because that module imports torch (a test keeps the two in step).
+AUDIO_FORMATS = ("wav", "flac", "ogg", "mp3")
 
 
 class CliError(Exception):
     """A user error: reported as one line, exit status 2."""
 
 
+def has_default(action: argparse.Action) -> bool:
+    """Whether an option has a default worth printing (None, False, [] and SUPPRESS are "unset")."""
+    d = action.default
+    return bool(action.option_strings) and not (d is None or d is False or d is argparse.SUPPRESS or d == [])
+
+
+def help_with_default(action: argparse.Action) -> str | None:
+    """An option's help, ending in ``(default: ...)`` where it has a default its text does not state."""
+    text = action.help or ""
+    if text == argparse.SUPPRESS or not has_default(action) or "(default" in text:
+        return action.help
+    return f"{text} (default: %(default)s)".lstrip()
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` shows every option's default, also for an option with no help text of its own."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        text = help_with_default(action)
+        if text != action.help:
+            action = copy.copy(action)
+            action.help = text
+        return super()._format_action(action)
+
+
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kw) -> None:
+        kw.setdefault("formatter_class", HelpFormatter)  # subcommands' parsers too
+        super().__init__(*args, **kw)
+
     def error(self, message: str) -> None:  # one line instead of usage + traceback
         raise CliError(message)
 
@@ -61,6 +95,19 @@ def _port(value: str) -> int:
 port_arg = _typed(_port, "port")
 
 
+def _speed(value: str) -> float:
+    try:
+        speed = float(value)
+    except ValueError:
+        speed = value  # not a number: check_speed says so
+    return check_speed(speed)
+
+
+speed_arg = _typed(_speed, "speed")
+SPEED_HELP = (f"speaking speed, {SPEED_RANGE[0]:g} to {SPEED_RANGE[1]:g} times the voice's own pace "
+              "(voices with a duration predictor)")
+
+
 def _ws_url(value: str) -> str:
     try:
         parts = urlsplit(value)
@@ -100,20 +147,22 @@ def positive(kind: type, name: str, allow_zero: bool = False):
     return _typed(parse, name)
 
 
-def add_sampling_args(p: argparse.ArgumentParser) -> None:
+def add_sampling_args(p: argparse.ArgumentParser, unset: str = "the voice's") -> None:
     """One flag per :class:`~voicespec.engine.config.SamplingConfig` field; unset flags stay None
-    so the voice's own settings apply."""
+    so ``unset``'s settings apply (the voice's; the engine's own defaults for ``generate``)."""
     for opt in SAMPLING_OPTIONS:
-        p.add_argument(opt.flag, type=opt.type, help=opt.help)
+        text = opt.help or opt.name.replace("_", " ")
+        p.add_argument(opt.flag, type=opt.type, help=text if "(default" in text else f"{text} (default: {unset})")
 
 
-def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto") -> None:
-    p.add_argument("--gamma", type=gamma_arg, default=gamma_default, help=f"{GAMMA_HELP} (default {gamma_default})")
+def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto", unset: str = "the voice's") -> None:
+    p.add_argument("--gamma", type=gamma_arg, default=gamma_default, help=GAMMA_HELP)
     p.add_argument("--no-spec", action="store_true", help="plain decoding (same as --gamma 0)")
     p.add_argument("--tree", type=tree_arg, help=TREE_HELP)
-    add_sampling_args(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=positive(int, "max steps"), default=2000)
+    add_sampling_args(p, unset)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (sentence i is seeded with SEED + i)")
+    p.add_argument("--max-steps", type=positive(int, "max steps"), default=2000,
+                   help="decode steps at most per sentence (a runaway guard)")
 
 
 def add_device_args(p: argparse.ArgumentParser) -> None:
@@ -130,19 +179,22 @@ def add_voice_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_client_args(p: argparse.ArgumentParser, default_url: str) -> None:
-    p.add_argument("text")
-    p.add_argument("-o", "--output", required=True, help="output .wav or .flac (written atomically)")
-    p.add_argument("--url", type=ws_url_arg, default=default_url, help=f"server WebSocket URL (default {default_url})")
+    p.add_argument("text", help="the text to speak")
+    p.add_argument("-o", "--output", required=True, help="output audio file, by extension: "
+                   f"{', '.join('.' + f for f in AUDIO_FORMATS)} (written atomically)")
+    p.add_argument("--url", type=ws_url_arg, default=default_url, help="server WebSocket URL")
     p.add_argument("--api-key", help="API key (sent as Authorization: Bearer)")
-    p.add_argument("--sample-rate", type=sample_rate_arg, help="default: the voice's")
-    p.add_argument("--encoding", choices=list(ENCODINGS), default="pcm_s16le")
+    p.add_argument("--sample-rate", type=sample_rate_arg,
+                   help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the voice's)")
+    p.add_argument("--encoding", choices=list(ENCODINGS), default="pcm_s16le", help="PCM encoding of the streamed audio")
     p.add_argument("--prebuffer-ms", type=positive(float, "prebuffer", allow_zero=True), default=200.0,
                    help="playout simulation: audio buffered before playback starts")
     p.add_argument("--words-per-message", type=positive(int, "words per message", allow_zero=True), default=0,
                    help="send the text in pieces of this many words, as an LLM would stream it (0: all at once)")
-    p.add_argument("--voice")
-    p.add_argument("--drafter")
-    p.add_argument("--gamma", type=gamma_arg, help=GAMMA_HELP)
-    p.add_argument("--latency-budget-ms", type=positive(float, "latency budget"), help="per-step latency budget (adaptive draft length)")
-    add_sampling_args(p)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--voice", help="a voice the server has (default: the server's default voice)")
+    p.add_argument("--drafter", help="none, ngram or a draft model of the voice (default: the server's)")
+    p.add_argument("--gamma", type=gamma_arg, help=f"{GAMMA_HELP} (default: the server's)")
+    p.add_argument("--latency-budget-ms", type=positive(float, "latency budget"),
+                   help="per-step latency budget (adaptive draft length) (default: none)")
+    add_sampling_args(p, "the server's voice's")
+    p.add_argument("--seed", type=int, help="sampling seed (default: none: not reproducible)")

@@ -44,7 +44,13 @@ def _plain(unit: str) -> str:
 
 
 def phonemize(text: str) -> list[str]:
-    """Normalized text to units: phonemes per word, ``" "`` between words, punctuation breaks.
+    """Normalized text to units: phonemes per word, ``" "`` between words, punctuation breaks."""
+    return list(tagged_units(text)[0])
+
+
+def tagged_units(text: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """:func:`phonemize` with each unit's word: (units, word index per unit or -1 for a boundary
+    or break, the words as spoken). Timestamps come from the word of each unit.
 
     One gruut pass over the whole sentence, so its part-of-speech tagger picks between readings
     ("excuse" /z/ as a verb, /s/ as a noun) and the per-sentence cost is paid once (28 ms a sentence, measured on a busy machine).
@@ -52,25 +58,34 @@ def phonemize(text: str) -> list[str]:
     from gruut import sentences
 
     units: list[str] = []
+    owner: list[int] = []
+    words: list[str] = []
     text = re.sub(r"(?<=\w)-(?=\w)", " ", text)  # "twenty-second": two words, no pause
     text = re.sub(r"\s+-+\s+", ", ", text)  # a dash between words is a pause
+
+    def add(unit: str, word: int = -1) -> None:
+        units.append(unit)
+        owner.append(word)
+
     for sentence in sentences(text, lang=LANG):
         for word in sentence:
             if word.is_break or word.is_punctuation or not word.phonemes:
                 mark = BREAKS.get(word.text.strip())
                 if mark is not None:
                     if units and units[-1] == WORD:
-                        units.pop()
+                        units.pop(), owner.pop()
                     if units and units[-1] not in BREAKS.values():
-                        units.append(mark)
+                        add(mark)
                 continue
             if units and units[-1] != WORD:
-                units.append(WORD)
-            units += word.phonemes
-            units.append(WORD)
+                add(WORD)
+            words.append(word.text)
+            for p in word.phonemes:
+                add(p, len(words) - 1)
+            add(WORD)
     while units and units[-1] == WORD:
-        units.pop()
-    return units
+        units.pop(), owner.pop()
+    return tuple(units), tuple(owner), tuple(words)
 
 
 @dataclass(frozen=True)
@@ -96,15 +111,20 @@ class PhonemeTokenizer:
     def ids_of(self, units: Sequence[str]) -> list[int]:
         """Unit strings to ids; a symbol outside the inventory falls back to its plain form
         (stress and diacritics removed) and is dropped if even that is unknown."""
-        index, out = self._index, []
-        for u in units:
-            i = index.get(u) or index.get(_plain(u)) or index.get(_plain(u)[:1])
-            if i is not None:
-                out.append(i)
-        return out
+        return [i for i in map(self._id_of, units) if i is not None]
+
+    def _id_of(self, unit: str) -> int | None:
+        index = self._index
+        return index.get(unit) or index.get(_plain(unit)) or index.get(_plain(unit)[:1])
 
     def encode(self, text: str) -> list[int]:
-        return self.ids_of(_units_of(text))
+        return self.ids_of(_tagged(text)[0])
+
+    def words(self, text: str) -> tuple[list[str], list[int]]:
+        """The words of ``text`` as spoken, and for each id of :meth:`encode` the index of its word
+        (-1 for a boundary or a break)."""
+        units, owner, words = _tagged(text)
+        return list(words), [w for u, w in zip(units, owner) if self._id_of(u) is not None]
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.units[i - 1] for i in ids if 0 < i <= len(self.units))
@@ -119,11 +139,11 @@ class PhonemeTokenizer:
 
 
 @lru_cache(maxsize=4096)
-def _units_of(text: str) -> tuple[str, ...]:
-    """:func:`phonemize`, remembered: gruut costs tens of milliseconds a sentence, and a server
+def _tagged(text: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    """:func:`tagged_units`, remembered: gruut costs tens of milliseconds a sentence, and a server
     hears the same sentences again and again (greetings, prompts; the first text of a context is
     read twice: to check it is speakable, then by its stream)."""
-    return tuple(phonemize(text))
+    return tagged_units(text)
 
 
 @lru_cache(maxsize=8)

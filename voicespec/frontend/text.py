@@ -222,6 +222,21 @@ class CharTokenizer:
     def decode(self, ids: list[int]) -> str:
         return "".join(self.alphabet[i - 1] for i in ids if 0 < i <= len(self.alphabet))
 
+    def words(self, text: str) -> tuple[list[str], list[int]]:
+        """The words of ``text`` (runs of letters, digits and apostrophes), and for each id of
+        :meth:`encode` the index of its word (-1 between words)."""
+        kept = [c for c in text if c in self.alphabet]
+        words: list[str] = []
+        owner: list[int] = []
+        for i, c in enumerate(kept):
+            inside = c.isalnum() or (c == "'" and 0 < i < len(kept) - 1 and kept[i - 1].isalnum() and kept[i + 1].isalnum())
+            if inside and (i == 0 or owner[-1] < 0):
+                words.append("")
+            if inside:
+                words[-1] += c
+            owner.append(len(words) - 1 if inside else -1)
+        return words, owner
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "alphabet": self.alphabet}
 
@@ -244,6 +259,8 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
     def is_speakable(self, ids: list[int]) -> bool: ...
+
+    def words(self, text: str) -> tuple[list[str], list[int]]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 

@@ -7,23 +7,27 @@ streaming codec decoder, so the waveform runs on across sentence joins with no g
 
 from __future__ import annotations
 
+import base64
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from enum import Enum
 from typing import Any
 
+import numpy as np
 import torch
 
-from voicespec.audio import StreamingResampler
+from voicespec.audio import StreamingResampler, encode_audio, write_audio_atomic
 from voicespec.engine.config import DecodeConfig
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.layout import Prompt
 from voicespec.engine.stats import DecodeStats
 from voicespec.codec.stream import CodecFlush, CodecPush
 from voicespec.engine.work import Work, outputs
-from voicespec.options import check_sample_rate, check_speed
+from voicespec.frontend.timestamps import Timestamp, Timestamps, sentence_timestamps
+from voicespec.options import SAMPLING_OPTIONS, check_sample_rate, check_speed
 from voicespec.pipeline.frame_cache import frame_key
 from voicespec.pipeline.voice import Voice
 
@@ -47,6 +51,7 @@ class SynthesisOptions:
     drafter: str | None = None  # None: the voice's default
     sample_rate: int | None = None
     speed: float = 1.0
+    timestamps: bool = False  # also yield each sentence's Timestamps before its audio (aligned voices)
 
     def __post_init__(self) -> None:
         if self.sample_rate is not None:
@@ -122,6 +127,8 @@ class SynthesisStream:
         self._t0 = t0
         self.cancelled = False
         self.frames: list[torch.Tensor] = []  # code frames [K, T] of each sentence decoded so far
+        self.timestamps: list[Timestamps] = []  # of each sentence begun (voices with a duration predictor)
+        self._frames_done = 0  # frames of the sentences before the current one: where it starts
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -142,8 +149,13 @@ class SynthesisStream:
         a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
-        prompt = self.voice.prompt(ids, self.options.speed)
+        durations = self.voice.durations(ids, self.options.speed)
+        prompt = self.voice.prompt(ids, durations)
         config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
+        if durations is not None:
+            self.timestamps.append(self._timestamps(i, sentence, ids, durations))
+            if self.options.timestamps:
+                yield self.timestamps[-1]
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
         cache = self.voice.frame_cache
@@ -174,11 +186,19 @@ class SynthesisStream:
         finally:  # also when the consumer stops iterating mid-sentence
             if chunks:
                 self.frames[-1] = torch.cat(chunks, dim=1)
+            self._frames_done += self.frames[-1].shape[1]
             if gen is not None:
                 gen.close()
         s.decode.merge(gen.stats)
         if key is not None and gen.done and not self.cancelled:
             cache.put(key, chunks)
+
+    def _timestamps(self, i: int, sentence: str, ids: list[int], durations: list[int]) -> Timestamps:
+        tokenizer, codec = self.voice.tokenizer, self.voice.codec
+        words, word_of = tokenizer.words(sentence)
+        units = [tokenizer.decode([j]) for j in ids]
+        return sentence_timestamps(i, words, word_of, units, durations, codec.hop_length / codec.sample_rate,
+                                   self._frames_done)
 
     def _finish(self, resampler: StreamingResampler, sentence: int, frames: int, pcm: torch.Tensor,
                 seconds: float) -> AudioChunk | None:
@@ -239,7 +259,7 @@ class SynthesisStream:
                         result = None
                         if isinstance(item, Work):
                             result = yield item
-                        elif isinstance(item, AudioChunk):
+                        elif isinstance(item, (AudioChunk, Timestamps)):
                             yield item
                 finally:
                     sentence.close()
@@ -258,6 +278,68 @@ class SynthesisStream:
         self.stats.wall_s = time.perf_counter() - self._t0
 
 
+def request_options(voice: Voice, *, drafter: str | None = None, gamma: int | str = "auto",
+                    tree: Sequence[int] | None = None, seed: int | None = None, speed: float = 1.0,
+                    sample_rate: int | None = None, max_steps: int | None = None, timestamps: bool = False,
+                    **sampling: Any) -> SynthesisOptions:
+    """:class:`SynthesisOptions` from keyword options, as the Python API takes them: sampling
+    fields (``temperature``, ``top_k``, ...) override the voice's own settings; ``gamma=0`` or
+    ``drafter="none"`` decodes plainly. Unknown names are a ``TypeError`` naming them."""
+    known = {o.name for o in SAMPLING_OPTIONS}
+    unknown = sorted(set(sampling) - known)
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}; sampling options are {', '.join(sorted(known))}")
+    decode = DecodeConfig(replace(voice.sampling, **sampling), gamma=gamma, seed=seed,
+                          tree=None if tree is None else tuple(tree),
+                          **({} if max_steps is None else {"max_steps": max_steps}))
+    return SynthesisOptions(decode, drafter=drafter, sample_rate=sample_rate, speed=speed, timestamps=timestamps)
+
+
+@dataclass
+class Audio:
+    """One finished utterance, as :meth:`Voice.say` returns it: the samples with their rate, what
+    was said when, and how it was made. ``save`` writes it (format by extension)."""
+
+    pcm: np.ndarray = field(repr=False)  # float32 [n], mono, in [-1, 1], at sample_rate
+    sample_rate: int
+    stats: SynthesisStats = field(repr=False)
+    timestamps: list[Timestamps] = field(default_factory=list, repr=False)  # per sentence (aligned voices)
+    frames: list[torch.Tensor] = field(default_factory=list, repr=False)  # code frames [K, T] per sentence
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.pcm) / self.sample_rate
+
+    @property
+    def words(self) -> list[Timestamp]:
+        """Every word with its start and end (seconds), all sentences in order."""
+        return [w for t in self.timestamps for w in t.words]
+
+    def save(self, path: str | Path) -> Path:
+        """Write the audio atomically; the extension picks the format (.wav .flac .ogg .mp3)."""
+        write_audio_atomic(path, self.pcm, self.sample_rate)
+        return Path(path)
+
+    def to_bytes(self, format: str = "wav") -> bytes:
+        """The whole file in ``format`` (wav, flac, ogg, mp3), e.g. for an HTTP response."""
+        return encode_audio(self.pcm, self.sample_rate, "." + format.lower().lstrip("."))
+
+    def __repr__(self) -> str:
+        return f"Audio({self.duration_s:.2f} s at {self.sample_rate} Hz, {len(self.words)} words timed)"
+
+    def _repr_html_(self) -> str:  # a player in Jupyter
+        data = base64.b64encode(self.to_bytes("wav")).decode()
+        return f'<audio controls src="data:audio/wav;base64,{data}"></audio>'
+
+
+def collect(stream: SynthesisStream) -> Audio:
+    """Run ``stream`` to its end and gather its audio."""
+    chunks = [c.pcm for c in stream if isinstance(c, AudioChunk)]
+    pcm = torch.cat(chunks).numpy() if chunks else np.zeros(0, np.float32)
+    return Audio(pcm.astype(np.float32, copy=False), stream.stats.sample_rate, stream.stats,
+                 list(stream.timestamps), list(stream.frames))
+
+
 class Synthesizer:
     def __init__(self, voice: Voice) -> None:
         self.voice = voice
@@ -266,6 +348,5 @@ class Synthesizer:
         return SynthesisStream(self.voice, text, options or SynthesisOptions(DecodeConfig(self.voice.sampling)))
 
     def synthesize(self, text: str, options: SynthesisOptions | None = None) -> tuple[torch.Tensor, SynthesisStats]:
-        stream = self.stream(text, options)
-        chunks = [c.pcm for c in stream]
-        return (torch.cat(chunks) if chunks else torch.zeros(0)), stream.stats
+        audio = collect(self.stream(text, options))
+        return torch.from_numpy(audio.pcm), audio.stats

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,13 +106,20 @@ class Voice:
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(**self.config.sampling)
 
-    def prompt(self, token_ids: list[int], speed: float = 1.0) -> Prompt:
-        """The LM prompt for one sentence; an aligned target also gets its frame-aligned track from
-        the predicted durations (``speed`` > 1 speaks faster than the voice's own rate)."""
+    def durations(self, token_ids: list[int], speed: float = 1.0) -> list[int] | None:
+        """Frames per unit an aligned target is conditioned on (``speed`` > 1 speaks faster than
+        the voice's own rate); None for a target that times itself."""
+        if self.duration is None:
+            return None
+        return self.duration.predict(token_ids, speed * self.config.speaking_rate)
+
+    def prompt(self, token_ids: list[int], durations: list[int] | None = None) -> Prompt:
+        """The LM prompt for one sentence; an aligned target also gets its frame-aligned track
+        from ``durations`` (default: :meth:`durations` at the voice's own speed)."""
         ids = [self.config.text_offset + i for i in token_ids]
         if self.duration is None:
             return self.target.layout.prompt(ids)
-        durations = self.duration.predict(token_ids, speed * self.config.speaking_rate)
+        durations = self.durations(token_ids) if durations is None else durations
         return self.target.layout.prompt(ids, track=frame_track(ids, durations, self.track_positions))
 
     def codec_stream(self) -> CodecStream:
@@ -128,10 +137,36 @@ class Voice:
         """A drafter by name: ``none``, ``ngram``, ``auto``, ``early-exit-N`` or one shipped with the voice."""
         if name not in self._drafters:
             weights = next(self.target.model.parameters())  # draft models run where the target runs
-            self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}",
-                                                 device=weights.device, dtype=weights.dtype, target=self.target,
-                                                 resolve=self.drafter)
+            with quiet_loading():
+                self._drafters[name] = build_drafter(name, self.draft_dirs, self.config.ngram, owner=f"voice {self.name!r}",
+                                                     device=weights.device, dtype=weights.dtype, target=self.target,
+                                                     resolve=self.drafter)
         return self._drafters[name]
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path | None = None, *, device: str = "auto",
+                        dtype: str = "float32") -> Voice:
+        """A voice by name (``"voicespec-tiny"``, the default; names are looked up as
+        :func:`resolve_voice` says) or folder, loaded quietly (no progress bars, no library warnings)."""
+        with quiet_loading():
+            return cls.load(resolve_voice(name_or_path), device, dtype)
+
+    def say(self, text: str, **options: Any):
+        """Synthesize ``text`` whole: an :class:`~voicespec.pipeline.synthesis.Audio` (samples,
+        rate, word timestamps, stats; ``.save(path)``). Options: ``seed``, ``speed``, ``drafter``,
+        ``gamma``, ``sample_rate`` and sampling fields (``temperature``, ``top_k``, ...), see
+        :func:`~voicespec.pipeline.synthesis.request_options`."""
+        from voicespec.pipeline.synthesis import collect  # synthesis builds on this module
+
+        return collect(self.stream(text, **options))
+
+    def stream(self, text: str, **options: Any):
+        """Synthesize ``text`` as it is made: iterate for
+        :class:`~voicespec.pipeline.synthesis.AudioChunk` s (``.pcm``, float32 at
+        ``stream.stats.sample_rate``); the same options as :meth:`say`."""
+        from voicespec.pipeline.synthesis import SynthesisStream, request_options
+
+        return SynthesisStream(self, text, request_options(self, **options))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", dtype: str = "float32") -> Voice:
@@ -192,6 +227,25 @@ def voice_names(voices_dirs: Sequence[Path] | None = None) -> list[str]:
 def load_voice(spec: str | Path | None, device: str = "cpu", dtype: str = "float32") -> Voice:
     """The voice a user named (a folder, a voice name, or None for the default)."""
     return Voice.load(resolve_voice(spec), device, dtype)
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """No weight-loading progress bars or deprecation chatter while a voice loads; the caller's
+    own settings of ``transformers`` and ``warnings`` are back afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def resolve_device(device: str) -> str:

@@ -3,7 +3,9 @@
 // The main thread posts Float32Array chunks (at the AudioContext's rate, so no resampling here).
 // Playback starts once `prebuffer` samples are queued (or the stream has ended); if the queue then
 // runs dry before the end, that is an underrun: silence is played until audio arrives again.
-// Every ~50 ms the processor reports the level (RMS, peak), samples played and underruns.
+// Every ~50 ms the processor reports the level (RMS, peak), samples played and underruns, and the
+// audio clock (`frame`: currentFrame at the end of the last block) so the page can move a playhead
+// smoothly between reports (played + frames since, while playing).
 
 class PcmPlayer extends AudioWorkletProcessor {
   constructor(options) {
@@ -77,6 +79,7 @@ class PcmPlayer extends AudioWorkletProcessor {
         type: "level", rms: Math.sqrt(this.sumSq / (this.blocks * out.length)), peak: this.peak,
         played: this.played, queued: this.queued, underruns: this.underruns,
         underrunMs: (1000 * this.underrunSamples) / sampleRate, drained: finished,
+        frame: currentFrame + out.length, playing: this.started && !this.starved && !finished && this.queued > 0,
       });
       if (finished) this.drained = true;
       this.sumSq = 0;
