@@ -6,6 +6,7 @@ import io
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +17,6 @@ import soundfile as sf
 import torch
 import torchaudio.transforms as T
 
-from voicespec.options import ENCODINGS
 
 # Files ``say``/``synth`` write, by extension: libsndfile (through soundfile) encodes them all.
 FILE_FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS"),
@@ -32,13 +32,25 @@ def to_int16(pcm: np.ndarray | torch.Tensor) -> np.ndarray:
     return (np.clip(x, -1.0, 1.0) * 32767.0).round().astype("<i2")
 
 
+# Telephony: ITU-T G.711, one byte per sample, coded as the ITU/Sun reference does (the standard
+# library's audioop; the audioop-lts package where Python >= 3.13 removed it).
+G711 = {"mulaw": "lin2ulaw", "alaw": "lin2alaw"}
+
+
 def to_encoding(pcm: torch.Tensor, encoding: str) -> bytes:
-    """Float PCM in [-1, 1] to little-endian bytes (clipped for 16-bit)."""
+    """Float PCM in [-1, 1] to the bytes of a sample-wise encoding: little-endian ``f32le``,
+    ``pcm_s16le`` (clipped), or G.711 ``mulaw``/``alaw`` of those 16-bit samples. (Opus keeps
+    state across chunks: :class:`voicespec.serve.encoders.OpusEncoder`.)"""
     if encoding == "f32le":
         return np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32, copy=False)).astype("<f4").tobytes()
     if encoding == "pcm_s16le":
         return to_int16(pcm).tobytes()
-    raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
+    if encoding in G711:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.11/3.12 warn of the removal; 3.13+ use audioop-lts
+            import audioop
+        return getattr(audioop, G711[encoding])(to_int16(pcm).tobytes(), 2)
+    raise ValueError(f"encoding {encoding!r} is not sample-wise; choose one of f32le, pcm_s16le, {', '.join(G711)}")
 
 
 class StreamingResampler:

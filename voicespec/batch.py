@@ -1,14 +1,16 @@
-"""Offline batch synthesis: thousands of lines to WAV/FLAC, resumable, never a truncated file.
+"""Offline batch synthesis: thousands of lines to audio files, resumable, never a truncated file.
 
-Every output file is written atomically (temporary file + rename). Each finished item is
-appended to ``progress.jsonl`` at once, so a killed run loses at most the item in flight, and
-``--resume`` skips every id whose file exists. A bad line is recorded and the run goes on.
+Every output file is written atomically (temporary file + rename). Each finished item, written
+or failed, is appended to ``progress.jsonl`` at once, so a killed run loses at most the item in
+flight, and ``--resume`` skips every id journalled as written whose file exists (failed ones are
+tried again). A bad line is recorded and the run goes on.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,11 +21,11 @@ from tqdm import tqdm
 
 from voicespec.audio import write_audio_atomic
 from voicespec.checks import is_int
-from voicespec.options import SAMPLING_OPTIONS, sampling_overrides
+from voicespec.options import SAMPLING_OPTIONS, check_speed, sampling_overrides
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ITEM_KEYS = {"id", "text", "voice", "seed", *(o.name for o in SAMPLING_OPTIONS)}
+ITEM_KEYS = {"id", "text", "voice", "seed", "speed", *(o.name for o in SAMPLING_OPTIONS)}
 PROGRESS = "progress.jsonl"
 SUMMARY = "summary.json"
 
@@ -36,12 +38,14 @@ class Item:
     voice: str | None = None
     seed: int | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
+    speed: float | None = None  # None: the run's
 
 
 @dataclass(frozen=True)
 class BadLine:
     line: int
     error: str
+    id: str | None = None  # when the line has a valid one: its options are what is wrong
 
 
 def parse_line(line: str, index: int, jsonl: bool) -> Item | BadLine | None:
@@ -66,12 +70,16 @@ def parse_line(line: str, index: int, jsonl: bool) -> Item | BadLine | None:
         return BadLine(index, "'text' must be a string")
     seed = obj.get("seed")
     if seed is not None and not is_int(seed):
-        return BadLine(index, "'seed' must be an integer")
+        return BadLine(index, "'seed' must be an integer", item_id)
+    voice = obj.get("voice")
+    if voice is not None and not isinstance(voice, str):
+        return BadLine(index, "'voice' must be a string (a voice name or folder)", item_id)
     try:
         sampling = sampling_overrides(obj)
+        speed = None if obj.get("speed") is None else check_speed(obj["speed"])
     except ValueError as e:
-        return BadLine(index, str(e))
-    return Item(item_id, text, index, obj.get("voice"), seed, sampling)
+        return BadLine(index, str(e), item_id)
+    return Item(item_id, text, index, voice, seed, sampling, speed)
 
 
 def read_items(path: Path) -> list[Item | BadLine]:
@@ -99,8 +107,15 @@ def _load_progress(path: Path) -> dict[str, dict[str, Any]]:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by a kill
-            records[rec["id"]] = rec
+            if isinstance(rec, dict) and isinstance(rec.get("id"), str):  # bad lines have none
+                records[rec["id"]] = rec  # the last record of an id wins
     return records
+
+
+def _done(previous: dict[str, dict[str, Any]], item_id: str, target: Path) -> bool:
+    """Whether a resumed run may skip an item: journalled as written to this very file, which exists."""
+    rec = previous.get(item_id)
+    return rec is not None and rec.get("status") == "ok" and rec.get("file") == target.name and target.is_file()
 
 
 @dataclass
@@ -109,7 +124,8 @@ class BatchConfig:
     options: SynthesisOptions
     fmt: str = "wav"
     resume: bool = False
-    progress_bar: bool = True
+    progress_bar: bool | None = None  # None: when stderr is a terminal
+    report_every: int = 100  # without a bar: one progress line on stderr per this many items (0: none)
 
 
 def run_batch(
@@ -124,23 +140,33 @@ def run_batch(
         journal_path.unlink(missing_ok=True)
     records: list[dict[str, Any]] = []
     t_start = time.perf_counter()
-    with journal_path.open("a") as journal, tqdm(items, unit="utt", disable=not config.progress_bar) as bar:
-        for item in bar:
-            if isinstance(item, BadLine):
-                records.append({"line": item.line, "status": "failed", "error": item.error})
-                continue
-            target = out / f"{item.id}.{config.fmt}"
-            if config.resume and target.is_file():
-                rec = dict(previous.get(item.id, {"id": item.id, "file": target.name}), status="skipped")
-                records.append(rec)
-                continue
-            rec = _synthesize_item(item, target, config.options, synthesizer_for)
+    bar_on = sys.stderr.isatty() if config.progress_bar is None else config.progress_bar
+    with journal_path.open("a") as journal, tqdm(items, unit="utt", disable=not bar_on) as bar:
+        failed = 0
+        for n, item in enumerate(bar, 1):
+            rec = _run_item(item, out, config, previous, synthesizer_for)
             records.append(rec)
-            journal.write(json.dumps(rec) + "\n")
-            journal.flush()
+            failed += rec["status"] == "failed"
+            if rec["status"] != "skipped":  # journalled at once, failures too: a resume retries those
+                journal.write(json.dumps(rec) + "\n")
+                journal.flush()
+            if not bar_on and config.report_every and n % config.report_every == 0 and n < len(items):
+                print(f"synth: {n}/{len(items)} items, {failed} failed", file=sys.stderr, flush=True)
     summary = _summarize(records, time.perf_counter() - t_start)
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _run_item(item: Item | BadLine, out: Path, config: BatchConfig, previous: dict[str, dict[str, Any]],
+              synthesizer_for) -> dict[str, Any]:
+    """One input line's record: failed (a bad line), skipped (done before, on --resume) or synthesized."""
+    if isinstance(item, BadLine):
+        named = {"id": item.id} if item.id is not None else {}
+        return {**named, "line": item.line, "status": "failed", "error": item.error}
+    target = out / f"{item.id}.{config.fmt}"
+    if config.resume and _done(previous, item.id, target):
+        return dict(previous[item.id], status="skipped")
+    return _synthesize_item(item, target, config.options, synthesizer_for)
 
 
 def _synthesize_item(item: Item, target: Path, base: SynthesisOptions, synthesizer_for) -> dict[str, Any]:
@@ -150,7 +176,8 @@ def _synthesize_item(item: Item, target: Path, base: SynthesisOptions, synthesiz
         synth = synthesizer_for(item.voice)
         sampling = replace(base.decode.sampling, **item.sampling) if item.sampling else base.decode.sampling
         seed = item.seed if item.seed is not None else (base.decode.seed or 0) + item.index
-        options = replace(base, decode=replace(base.decode, sampling=sampling, seed=seed))
+        speed = base.speed if item.speed is None else item.speed
+        options = replace(base, decode=replace(base.decode, sampling=sampling, seed=seed), speed=speed)
         pcm, stats = synth.synthesize(item.text, options)
         write_audio_atomic(target, pcm, stats.sample_rate)
     except (ValueError, TypeError, FileNotFoundError, OSError, RuntimeError) as e:
@@ -180,3 +207,18 @@ def _summarize(records: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         "failures": [r for r in records if r.get("status") == "failed"],
         "records": records,
     }
+
+
+def failure_lines(summary: dict[str, Any], summary_path: Path | str, limit: int = 20) -> list[str]:
+    """The failed items, one line each (id or line number, and why), for the screen: at most
+    ``limit`` of them, then a pointer to the summary that lists them all; no lines if none failed."""
+    failures = summary["failures"]
+    if not failures:
+        return []
+    lines = [f"{len(failures)} failed:"]
+    for rec in failures[:limit]:
+        where = f"{rec['id']} (line {rec['line']})" if "id" in rec else f"line {rec['line']}"
+        lines.append(f"  {where}: {rec.get('error', 'unknown error')}")
+    if len(failures) > limit:
+        lines.append(f"  ... and {len(failures) - limit} more (see {summary_path})")
+    return lines

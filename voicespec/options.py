@@ -15,7 +15,10 @@ from voicespec.engine.controller import check_branching, check_gamma
 
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)  # output rates a request may ask for
 SPEED_RANGE = (0.5, 2.0)  # speaking speed relative to the voice's own (durations divided by it)
-ENCODINGS = {"pcm_s16le": 2, "f32le": 4}  # PCM encodings, bytes per sample
+# Streamed audio encodings: bytes per unit of an audio frame's count. PCM and G.711 count
+# samples; ``opus`` (an Ogg Opus stream, cut where its pages end) counts bytes.
+ENCODINGS = {"pcm_s16le": 2, "f32le": 4, "mulaw": 1, "alaw": 1, "opus": 1}
+ENCODING_RATES = {"mulaw": (8000,), "alaw": (8000,), "opus": (8000, 16000, 24000, 48000)}  # where not any rate
 GAMMA_HELP = "draft length per step (an integer >= 0), or 'auto' for the adaptive controller"
 DTYPES = ("float32", "bfloat16", "float16")  # the LM's weights and KV cache; the codec stays float32
 DEVICE_HELP = "where the LM and the codec run: auto (the GPU if there is one), cpu, cuda, cuda:N (default auto)"
@@ -71,6 +74,17 @@ def check_encoding(encoding: Any) -> str:
     if encoding not in ENCODINGS:
         raise ValueError(f"encoding must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
     return encoding
+
+
+def encoding_rate(encoding: str, rate: int | None, default: int) -> int:
+    """The output rate for ``encoding`` when ``rate`` is asked for (None: ``default``, or the
+    encoding's own: 8 kHz for G.711, 48 kHz for Opus); ValueError if the encoding cannot carry it."""
+    allowed = ENCODING_RATES.get(encoding)
+    if rate is None:
+        rate = default if allowed is None or default in allowed else allowed[-1]
+    if allowed is not None and rate not in allowed:
+        raise ValueError(f"encoding {encoding!r} carries sample_rate {', '.join(map(str, allowed))} only, got {rate}")
+    return rate
 
 
 @dataclass(frozen=True)

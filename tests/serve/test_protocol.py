@@ -47,13 +47,20 @@ def test_valid_messages_parse_to_typed_messages():
         ({"type": "text", "context_id": 5, "text": "hi"}, P.BAD_MESSAGE, "'context_id' must be a string"),
         ({"type": "text", "context_id": "a b", "text": "hi"}, P.BAD_MESSAGE, "context_id must be"),
         ({"type": "text", "context_id": "x" * 65, "text": "hi"}, P.BAD_MESSAGE, "context_id must be"),
-        ({"type": "text", "context_id": "a", "text": "hi", "voice": "x"}, P.BAD_MESSAGE, "unknown field"),
+        ({"type": "text", "context_id": "a", "text": "hi", "volume": "x"}, P.BAD_MESSAGE, "unknown field"),
+        ({"type": "text", "context_id": "a", "text": "hi", "voice": 3}, P.BAD_MESSAGE, "'voice' must be a string"),
+        ({"type": "text", "context_id": "a", "text": "hi", "speed": 9}, P.BAD_OPTION, "speed must be"),
+        ({"type": "start", "speed": 0.1}, P.BAD_OPTION, "speed must be"),
+        ({"type": "start", "word_timestamps": "yes"}, P.BAD_MESSAGE, "true or false"),
+        ({"type": "start", "encoding": "mulaw", "sample_rate": 16000}, P.BAD_OPTION, "carries sample_rate 8000 only"),
+        ({"type": "start", "encoding": "opus", "sample_rate": 22050}, P.BAD_OPTION, "carries sample_rate"),
+        ({"type": "start", "strict": True, "colour": "blue"}, P.BAD_MESSAGE, "strict"),
         ({"type": "start", "seed": "1"}, P.BAD_MESSAGE, "'seed' must be an integer"),
         ({"type": "start", "seed": True}, P.BAD_MESSAGE, "'seed' must be an integer"),
         ({"type": "start", "top_k": 2.5}, P.BAD_MESSAGE, "'top_k' must be an integer"),
         ({"type": "start", "gamma": -1}, P.BAD_MESSAGE, "gamma"),
         ({"type": "start", "gamma": "fast"}, P.BAD_MESSAGE, "gamma"),
-        ({"type": "start", "sample_rate": 44100}, P.BAD_OPTION, "sample_rate must be one of"),
+        ({"type": "start", "sample_rate": 44000}, P.BAD_OPTION, "sample_rate must be one of"),
         ({"type": "start", "encoding": "mp3"}, P.BAD_OPTION, "encoding"),
         ({"type": "start", "audio_transport": "carrier-pigeon"}, P.BAD_OPTION, "audio_transport"),
         ({"type": "start", "latency_budget_ms": 0}, P.BAD_OPTION, "latency_budget_ms must be in (0, 60000]"),
@@ -133,3 +140,33 @@ def test_context_id_from_a_bad_message_is_not_echoed_when_invalid():
     with pytest.raises(P.ProtocolError) as e:
         parse({"type": "text", "context_id": "a\n", "text": 5})
     assert e.value.context_id is None
+
+
+def test_v1_1_start_fields_and_per_context_options():
+    start = parse({"type": "start", "speed": 1.25, "word_timestamps": True, "phoneme_timestamps": True,
+                   "encoding": "mulaw"})
+    assert (start.speed, start.word_timestamps, start.phoneme_timestamps, start.encoding) == (1.25, True, True, "mulaw")
+    assert parse({"type": "start", "encoding": "opus", "sample_rate": 24000}).encoding == "opus"
+    text = parse({"type": "text", "context_id": "a", "text": "Hi.", "voice": "v2", "speed": 0.8, "seed": 4,
+                  "temperature": 0.5})
+    assert text == P.Text("a", "Hi.", {"voice": "v2", "speed": 0.8, "seed": 4, "temperature": 0.5})
+
+
+def test_strict_false_ignores_unknown_fields_and_says_which():
+    start = parse({"type": "start", "strict": False, "model_id": "eleven_turbo", "voice": "default"})
+    assert start.ignored == ("model_id",) and start.voice == "default" and not start.strict
+    with pytest.raises(P.ProtocolError, match="model_id"):  # strict by default
+        parse({"type": "start", "model_id": "eleven_turbo"})
+    msg = json.dumps({"type": "text", "context_id": "a", "text": "Hi.", "try_trigger_generation": True})
+    assert P.parse_client_message(msg, strict=False) == P.Text("a", "Hi.")
+    with pytest.raises(P.ProtocolError, match="try_trigger_generation"):
+        P.parse_client_message(msg)
+    with pytest.raises(P.ProtocolError, match="'text' must be a string"):  # known fields are still checked
+        P.parse_client_message(json.dumps({"type": "text", "context_id": "a", "text": 3, "x": 1}), strict=False)
+
+
+@pytest.mark.parametrize("encoding", ["mulaw", "alaw", "opus"])
+def test_byte_encodings_frame_round_trip(encoding):
+    payload = bytes(range(37))
+    back = P.decode_frame(P.encode_frame("ctx", 2, payload, encoding), encoding)
+    assert back == P.AudioFrame("ctx", 2, 37, payload)

@@ -8,6 +8,8 @@ offline synthesis sample for sample.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 import re
 import socket
@@ -21,8 +23,10 @@ import contextlib
 from contextlib import contextmanager
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import soundfile as sf
+import torch
 from websockets.asyncio.client import connect
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -32,14 +36,16 @@ from voicespec.bench.hostile import hostile_messages
 from voicespec.bench.machine import open_fds, rss_mb
 from voicespec.serve import protocol as P
 from voicespec.audio import to_encoding
-from voicespec.serve.client import Audio, TTSClient
+from voicespec.pipeline.voice import voice_names
+from voicespec.serve.client import Audio, ServerError, TTSClient
 import voicespec.engine.config as engine_config
 from voicespec.engine.config import DecodeConfig
 from voicespec.engine.controller import ControllerConfig
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.http import origin_ok as request_origin_ok
 from voicespec.serve.server import TTSServer
-from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
+from voicespec.paths import SAMPLES_DIR
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer, collect
 
 MAX_STEPS = 24  # per sentence: short audio keeps the file fast
 TEXT = "Hello there. Second one."
@@ -425,7 +431,7 @@ def test_bad_messages_get_structured_errors_and_the_socket_keeps_serving(tiny_vo
         (json.dumps({"type": "text", "context_id": "a", "text": 3}), P.BAD_MESSAGE),
         (b"\x01\x02", P.BINARY_UNSUPPORTED),
         (json.dumps({"type": "start", "voice": "nobody"}), P.UNKNOWN_VOICE),
-        (json.dumps({"type": "start", "sample_rate": 44100}), P.BAD_OPTION),
+        (json.dumps({"type": "start", "sample_rate": 44000}), P.BAD_OPTION),
         (json.dumps({"type": "start", "drafter": "magic"}), P.UNKNOWN_DRAFTER),
         (json.dumps({"type": "start", "temperature": -1}), P.BAD_OPTION),
         # issue 17: each of these was accepted, then every context failed with `internal`
@@ -726,7 +732,8 @@ def test_http_pages_on_the_same_port(tiny_voice):
         missing = http_get(server, "/nope")
         text = http_get(server, "/metrics")[2]
     assert health[0] == 200 and health[1].startswith("application/json")
-    assert json.loads(health[2]) == {"ok": True, "voice": tiny_voice.name, "sessions": 0, "max_sessions": 16, "protocol": 1}
+    assert json.loads(health[2]) == {"ok": True, "voice": tiny_voice.name, "voices": [tiny_voice.name, *voice_names()],
+                                     "sessions": 0, "max_sessions": 16, "protocol": 1, "protocol_version": "1.1"}
     assert page[0] == 200 and page[1].startswith("text/html") and 'src="player.js"' in page[2]
     assert player[0] == 200 and "decodeFrame" in player[2] and "javascript" in player[1]
     assert worklet[0] == 200 and "registerProcessor" in worklet[2]
@@ -824,3 +831,363 @@ def test_browser_player_plays_the_stream_gap_free(tiny_voice, tmp_path, page_res
     assert result["samples"] > 0 and result["played"] == result["samples"]
     assert result["underruns"] == 0 and result["ttfa_ms"] > 0
     assert result["done"]["samples"] == result["samples"]
+
+
+BLOB_B64 = ("fetch({url}).then(r => r.arrayBuffer()).then(b => {{ const u = new Uint8Array(b); let s = ''; "
+            "for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode(...u.subarray(i, i + 8192)); "
+            "return btoa(s); }})")
+VOICES_LOADED = "document.querySelector('#drafter').options.length > 0"
+
+
+async def downloaded(page, url: str) -> bytes:
+    """The bytes behind a blob: URL of the page (its WAV download)."""
+    return base64.b64decode(await page.evaluate(BLOB_B64.format(url=json.dumps(url)), await_promise=True))
+
+
+@pytest.mark.browser
+def test_browser_player_controls_word_timestamps_and_download(tmp_path, browser_page):
+    """The page driven as a user would (drafter, speed, seed, γ and rate set in the DOM, then
+    Speak), against the shipped voice (it has a duration predictor: speed and timestamps): it
+    plays gap-free, highlights words from timestamps that cover exactly the audio played, shows
+    the drafter's figures, and its WAV download is the audio played, sample for sample."""
+    text = "Hello there. Three cats sat on 3 mats."
+    with running(None, max_steps=2000) as server:  # whole sentences: the timestamps are the utterance's
+        voice = server.voice
+
+        async def drive():
+            async with browser_page(tmp_path) as page:
+                # A prebuffer longer than the utterance, as in the test above: no underrun can be the machine's.
+                await page.navigate(f"http://127.0.0.1:{server.port}/?prebuffer=5000")
+                await page.wait_for(VOICES_LOADED, 20)
+                for selector, value in (("#text", text), ("#drafter", "ngram"), ("#speed", "1.25"), ("#seed", "7"),
+                                        ("#gamma", "2"), ("#rate", "16000")):
+                    await page.set_value(selector, value)
+                await page.click("#speak")
+                r = await page.wait_result("r.drained || r.errors.length", 60)
+                wav = await downloaded(page, r["download"]["url"]) if r.get("download") else b""
+                figures = await page.text("#figures")
+                await page.screenshot(SAMPLES_DIR / "player.png")
+                return r, wav, figures, page.console
+
+        r, wav, figures, console = asyncio.run(drive())
+        options = SynthesisOptions(DecodeConfig(voice.sampling, gamma=2, max_steps=2000, seed=7), drafter="ngram",
+                                   sample_rate=16000, speed=1.25)
+        reference = collect(Synthesizer(voice).stream(text, options))
+    assert r["errors"] == [] and r["drained"] is True, (r["errors"], console)
+    # what was asked for, through the controls
+    ready = r["ready"]
+    assert (ready["protocol_version"], ready["drafter"], ready["speed"], ready["seed"], ready["gamma"],
+            ready["sample_rate"], ready["word_timestamps"]) == ("1.1", "ngram", 1.25, 7, 2, 16000, True)
+    # played gap-free, all of it
+    assert r["samples"] > 0 and r["played"] == r["samples"] == r["done"]["samples"] and r["underruns"] == 0
+    played_s = r["played"] / 16000
+    # the words: normalized text, on codec frames, ordered, not overlapping, covering the audio
+    frame_s = voice.codec.hop_length / voice.codec.sample_rate
+    words = r["words"]
+    assert [w["text"] for w in words] == ["hello", "there", "three", "cats", "sat", "on", "three", "mats"]
+    assert words[0]["start_s"] >= 0
+    for w in words:
+        assert w["start_s"] < w["end_s"]
+        for t in (w["start_s"], w["end_s"]):
+            assert abs(t / frame_s - round(t / frame_s)) < 1e-4, (w, frame_s)
+    for a, b in zip(words, words[1:]):
+        assert a["end_s"] <= b["start_s"]
+    assert r["done"]["frames"] * frame_s == pytest.approx(played_s)  # the audio is whole codec frames
+    assert 0 <= played_s - words[-1]["end_s"] <= 0.5  # only the sentence-final pause comes after the last word
+    # ... exactly as offline synthesis times them
+    assert words == [w.to_dict() for w in reference.words]
+    # the download: a 16-bit WAV of what was played, the same audio as offline synthesis
+    assert r["download"]["samples"] == r["played"] and r["download"]["bytes"] == len(wav) == 44 + 2 * r["played"]
+    pcm, rate = sf.read(io.BytesIO(wav), dtype="int16")
+    assert rate == 16000 and len(pcm) == r["played"] == len(reference.pcm)
+    expected = np.frombuffer(to_encoding(torch.from_numpy(reference.pcm), "pcm_s16le"), np.int16)
+    assert np.abs(pcm.astype(np.int32) - expected).max() <= 1  # one 16-bit step: batched codec rounding (PROTOCOL.md)
+    # the figures name the drafter that ran and say what acceptance means
+    done = r["done"]
+    assert done["drafter"] == "ngram" and done["drafted"] > 0
+    assert "draft acceptance (ngram)" in figures and f"{done['accepted']} of {done['drafted']} drafted steps" in figures
+    assert "mean accepted length" in figures and "…" not in figures and r["figures_error"] is None
+
+
+@pytest.mark.browser
+def test_browser_player_shows_errors_where_the_figures_are(tiny_voice, tmp_path, browser_page):
+    """Errors replace the figures (none stays at "…"): an unknown voice picked in the voice
+    list, a text over the server's limit, a server that wants an API key; after each, the page
+    recovers. Also: no acceptance is claimed when no drafter ran, and Stop cuts the download
+    to what was played. The tiny test voice has no duration predictor: no speed, no timestamps."""
+    out = {}
+    with running(tiny_voice, max_text_chars=60) as server:
+
+        async def drive():
+            async with browser_page(tmp_path) as page:
+                await page.navigate(f"http://127.0.0.1:{server.port}/?prebuffer=0&rate=16000")
+                await page.wait_for(VOICES_LOADED, 20)
+                out["speed_disabled"] = await page.evaluate("document.querySelector('#speed').disabled")
+                # an unknown voice, through the picker
+                await page.evaluate("document.querySelector('#voice').append(new Option('nobody', 'nobody'))")
+                await page.set_value("#voice", "nobody")
+                await page.click("#speak")
+                out["voice"] = await page.wait_result("r.errors.length")
+                out["voice_figures"] = await page.text("#figures")
+                await page.screenshot(SAMPLES_DIR / "player-error.png")
+                # too much text for this server
+                await page.set_value("#voice", tiny_voice.name)
+                await page.set_value("#text", "This sentence is much longer than the sixty characters this server takes.")
+                await page.click("#speak")
+                out["long"] = await page.wait_result("r.errors.some(e => e.context_ended)")
+                out["long_figures"] = await page.text("#figures")
+                # recovers: a short text without a drafter plays
+                await page.set_value("#text", "Hello there. Second one.")
+                await page.set_value("#drafter", "none")
+                await page.click("#speak")
+                out["ok"] = await page.wait_result("r.drained || r.errors.length", 40)
+                out["ok_figures"] = await page.text("#figures")
+                # Stop as soon as playback has begun (watched in the page: no polling delay)
+                await page.set_value("#drafter", tiny_voice.config.default_drafter)
+                await page.set_value("#text", "One. Two. Three. Four. Five. Six. Seven. Eight.")
+                await page.click("#speak")
+                await page.evaluate("new Promise(ok => { const t = setInterval(() => { if (voicespec.level.played > 0) "
+                                    "{ clearInterval(t); document.querySelector('#stop').click(); ok(); } }, 5); })",
+                                    await_promise=True)
+                out["stopped"] = await page.wait_result("r.cancelled && r.download", 10)
+
+        asyncio.run(drive())
+    with running(tiny_voice, api_key="sesame") as locked:
+
+        async def drive_locked():
+            async with browser_page(tmp_path / "locked") as page:
+                await page.navigate(f"http://127.0.0.1:{locked.port}/?rate=16000")
+                out["locked"] = await page.wait_result("r.errors.length", 20)
+                out["locked_figures"] = await page.text("#figures")
+                await page.set_value("#key", "sesame")  # its change event loads the voices again
+                await page.wait_for(VOICES_LOADED, 20)
+                out["key_entered"] = await page.wait_result("!r.errors.length && r.figures_error === null", 10)
+                await page.click("#speak")
+                out["unlocked"] = await page.wait_result("r.drained || r.errors.length", 40)
+
+        asyncio.run(drive_locked())
+    assert out["speed_disabled"] is True
+    # the unknown voice: the server's error, shown where the figures were
+    voice = out["voice"]
+    assert [e["code"] for e in voice["errors"]] == ["unknown_voice"]
+    assert "unknown_voice" in voice["figures_error"] and "nobody" in voice["figures_error"]
+    assert "unknown_voice" in out["voice_figures"] and "…" not in out["voice_figures"]
+    # too long: the text is refused, so the context ends with nothing to say
+    long = out["long"]
+    assert [e["code"] for e in long["errors"]][:1] == ["text_too_long"] and "text_too_long" in long["figures_error"]
+    assert "…" not in out["long_figures"]
+    # recovered; with no drafter, no acceptance figure (there was nothing to accept)
+    ok = out["ok"]
+    assert ok["errors"] == [] and ok["drained"] and ok["figures_error"] is None and ok["played"] == ok["samples"] > 0
+    assert ok["done"]["drafter"] == "none"
+    assert "draft acceptance" not in out["ok_figures"] and "mean accepted length" not in out["ok_figures"]
+    assert "there is no acceptance to report" in out["ok_figures"]
+    assert ok["words"] == []  # this voice cannot time its words (the page does not ask)
+    # stopped: cancelled, and the download is the part that was played
+    stopped = out["stopped"]
+    assert stopped["errors"] == [] and stopped["cancelled"] and not stopped["drained"]
+    assert 0 < stopped["download"]["samples"] <= stopped["samples"] and stopped["download"]["bytes"] == \
+        44 + 2 * stopped["download"]["samples"]
+    # a server with an API key: the voice list's 401 is shown, then the key lets the page in
+    assert out["locked"]["errors"][0]["code"] == "unauthorized" and "API key" in out["locked_figures"]
+    unlocked = out["unlocked"]
+    assert unlocked["errors"] == [] and unlocked["drained"] and unlocked["played"] == unlocked["samples"] > 0
+
+
+# ----------------------------------------------------------------------------- protocol 1.1
+
+
+def offline_audio(voice, text: str, **options):
+    """Offline synthesis of ``text`` as the Python API does it, with a fixed γ and the test's step cap."""
+    return collect(voice.stream(text, **{"max_steps": MAX_STEPS, "gamma": 2, "seed": 5, **options}))
+
+
+def test_word_timestamps_come_before_their_audio_and_cover_it(timed_voice):
+    async def go():
+        async with TTSClient(ws_url(server)) as client:
+            ready = await client.start(seed=5, gamma=2, word_timestamps=True, phoneme_timestamps=True)
+            order = [item["type"] if isinstance(item, dict) else "audio"
+                     async for item in client.stream("Hello there. Second one.", context_id="a")]
+            result = await client.synthesize("Hello there. Second one.", context_id="b")
+            return ready, order, result
+
+    with running(timed_voice, max_steps=400) as server:  # no step cap cuts a sentence short
+        ready, order, result = run(go())
+    assert ready["protocol_version"] == "1.1" and ready["word_timestamps"] and ready["phoneme_timestamps"]
+    assert order[0] == "timestamps" and order.count("timestamps") == 2 and order[-1] == "done"
+    assert order.index("timestamps", 1) > order.index("audio")  # the second sentence's come with its audio
+    expected = offline_audio(timed_voice, "Hello there. Second one.", max_steps=400)
+    assert [w["text"] for w in result.words] == ["hello", "there", "second", "one"]
+    assert result.words == [w.to_dict() for w in expected.words]  # what the API reports offline
+    frame_s = timed_voice.codec.hop_length / timed_voice.codec.sample_rate
+    duration = len(result.pcm) / result.sample_rate
+    starts, ends = [w["start_s"] for w in result.words], [w["end_s"] for w in result.words]
+    assert starts[0] >= 0 and all(a < b for a, b in zip(starts, ends))
+    assert all(e <= s + 1e-9 for e, s in zip(ends, starts[1:]))  # ordered, not overlapping
+    assert ends[-1] <= duration + 1e-9 and duration - ends[-1] <= 0.5  # after it only the final break's pause
+    assert duration == result.stats["frames"] * frame_s
+    assert all(abs(t / frame_s - round(t / frame_s)) < 1e-6 for t in starts + ends)  # on frame boundaries
+    assert len(result.phonemes) > len(result.words) and result.phonemes[0]["start_s"] == starts[0]
+
+
+def test_per_context_voice_speed_and_seed_equal_offline_synthesis(timed_voice, tiny_voice):
+    async def go():
+        async with TTSClient(ws_url(server)) as client:
+            await client.start(seed=5, gamma=2, sample_rate=16000, drafter="ngram")
+            slow = await client.synthesize("Hello there.", speed=0.5, seed=9)
+            other = await client.synthesize("Hello there.", voice=tiny_voice.name, temperature=0.5)
+            plain = await client.synthesize("Hello there.")
+            client_err = None
+            try:
+                await client.synthesize("Hello.", voice="nobody")
+            except ServerError as e:
+                client_err = e
+            return slow, other, plain, client_err
+
+    with running(timed_voice, voices=(tiny_voice.name,), max_steps=400) as server:
+        server.voices._load = lambda name: tiny_voice  # the lent tiny voice stands in for its folder
+        slow, other, plain, err = run(go())
+    common = dict(sample_rate=16000, drafter="ngram", max_steps=400)
+    want_slow = offline_audio(timed_voice, "Hello there.", speed=0.5, seed=9, **common)
+    want_plain = offline_audio(timed_voice, "Hello there.", **common)
+    assert np.array_equal(slow.payload, to_encoding(torch.from_numpy(want_slow.pcm), "pcm_s16le"))
+    assert np.array_equal(plain.payload, to_encoding(torch.from_numpy(want_plain.pcm), "pcm_s16le"))
+    assert len(slow.pcm) > 1.5 * len(plain.pcm)  # half speed: about twice as long
+    want_other = offline_audio(tiny_voice, "Hello there.", temperature=0.5, **common)
+    assert other.payload == to_encoding(torch.from_numpy(want_other.pcm), "pcm_s16le")
+    assert err is not None and err.code == P.UNKNOWN_CONTEXT  # its first text was refused (unknown_voice), then its end
+
+
+def test_context_options_only_on_a_contexts_first_text(timed_voice, tiny_voice):
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "start"}))
+            json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "Hi ", "speed": 3.0}))
+            bad_speed = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "Hi "}))
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "there", "seed": 3}))
+            late = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "text", "context_id": "b", "text": "Hi.", "voice": tiny_voice.name,
+                                      "speed": 1.5}))
+            cannot = json.loads(await ws.recv())
+            return bad_speed, late, cannot
+
+    with running(timed_voice, voices=(tiny_voice.name,)) as server:
+        server.voices._load = lambda name: tiny_voice
+        bad_speed, late, cannot = run(go())
+    assert bad_speed["code"] == P.BAD_OPTION and "speed" in bad_speed["message"] and bad_speed["context_id"] == "a"
+    assert late["code"] == P.BAD_MESSAGE and "first text" in late["message"]
+    assert cannot["code"] == P.BAD_OPTION and "duration predictor" in cannot["message"]
+
+
+@pytest.mark.parametrize("encoding", ["mulaw", "alaw"])
+def test_g711_streams_are_offline_synthesis_at_8_khz(tiny_voice, encoding):
+    async def go():
+        async with TTSClient(ws_url(server)) as client:
+            ready = await client.start(**START, encoding=encoding) if False else await client.start(
+                **{**START, "sample_rate": 8000}, encoding=encoding)
+            return ready, await client.synthesize(TEXT)
+
+    with running(tiny_voice) as server:
+        ready, result = run(go())
+    assert ready["sample_rate"] == 8000 and ready["encoding"] == encoding
+    assert result.payload == offline(tiny_voice, TEXT, encoding, sample_rate=8000)
+    assert len(result.payload) == len(result.pcm)  # one byte per sample
+
+
+def test_g711_defaults_to_8_khz_and_opus_to_an_opus_rate(tiny_voice):
+    async def go():
+        async with TTSClient(ws_url(server)) as a, TTSClient(ws_url(server)) as b:
+            return (await a.start(encoding="mulaw"))["sample_rate"], (await b.start(encoding="opus"))["sample_rate"]
+
+    with running(tiny_voice) as server:
+        assert run(go()) == (8000, tiny_voice.codec.sample_rate)  # the tiny codec's rate is an Opus rate
+
+
+def test_opus_stream_is_one_ogg_file_of_the_utterance(tiny_voice):
+    pytest.importorskip("av")
+
+    async def go():
+        async with TTSClient(ws_url(server)) as client:
+            await client.start(**{**START, "sample_rate": 24000}, encoding="opus")
+            return await client.synthesize(TEXT)
+
+    with running(tiny_voice) as server:
+        result = run(go())
+    want = np.frombuffer(offline(tiny_voice, TEXT, "pcm_s16le", sample_rate=24000), "<i2") / 32767.0
+    assert result.payload[:4] == b"OggS" and len(result.arrivals) > 1  # pages as they are made
+    assert abs(len(result.pcm) - len(want)) <= 24000 * 0.03
+    n = min(len(want), len(result.pcm))
+    corr = np.corrcoef(want[:n], result.pcm[:n])[0, 1]
+    assert corr > 0.5, corr  # the same waveform through a lossy speech codec
+    assert len(result.payload) < 0.25 * 2 * len(want)  # compressed: well under 16-bit PCM
+
+
+def test_44_1_khz_output(tiny_voice):
+    async def go():
+        async with TTSClient(ws_url(server)) as client:
+            await client.start(**{**START, "sample_rate": 44100})
+            return await client.synthesize(TEXT)
+
+    with running(tiny_voice) as server:
+        result = run(go())
+    assert result.sample_rate == 44100 and result.payload == offline(tiny_voice, TEXT, sample_rate=44100)
+
+
+def test_strict_false_ignores_unknown_fields_and_reports_them(tiny_voice):
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "start", "strict": False, "model_id": "x", "voice_settings": {}}))
+            ready = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "Hi.", "flush": True}))
+            await ws.send(json.dumps({"type": "end", "context_id": "a", "extra": 1}))
+            while True:
+                msg = await ws.recv()
+                if isinstance(msg, str) and json.loads(msg)["type"] in ("done", "error"):
+                    return ready, json.loads(msg)
+
+    with running(tiny_voice) as server:
+        ready, last = run(go())
+    assert ready["type"] == "ready" and ready["ignored_fields"] == ["model_id", "voice_settings"] and not ready["strict"]
+    assert last["type"] == "done"
+
+
+def test_short_lived_tokens_open_sockets_without_the_key(tiny_voice):
+    async def go(url):
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"type": "start"}))
+            return json.loads(await ws.recv())["type"]
+
+    with running(tiny_voice, api_key="sekrit") as server:
+        no_key = http_get(server, "/v1/token")
+        with_token = http_get(server, "/v1/token?ttl_s=60", {"Authorization": "Bearer sekrit"})
+        too_long = http_get(server, "/v1/token?ttl_s=99999", {"Authorization": "Bearer sekrit"})
+        token = json.loads(with_token[2])["token"]
+        chained = http_get(server, "/v1/token", {"Authorization": f"Bearer {token}"})
+        voices = http_get(server, f"/v1/voices?token={token}")
+        assert run(go(ws_url(server, f"?token={token}"))) == "ready"
+        with pytest.raises(InvalidStatus) as e:
+            run(go(ws_url(server, f"?token={token[:-2]}xx")))
+        assert e.value.response.status_code == 401
+    assert no_key[0] == 401 and with_token[0] == 200 and too_long[0] == 400
+    assert chained[0] == 401  # a token cannot mint tokens: only the key can
+    assert voices[0] == 200 and json.loads(voices[2])["default"] == tiny_voice.name
+
+
+def test_token_endpoint_without_a_key(tiny_voice):
+    with running(tiny_voice) as server:
+        status, _, body = http_get(server, "/v1/token")
+    assert status == 400 and json.loads(body)["error"] == "no_api_key"
+
+
+def test_voices_endpoint_and_protocol_page(tiny_voice):
+    with running(tiny_voice) as server:
+        voices = json.loads(http_get(server, "/v1/voices")[2])
+        page = http_get(server, "/protocol")
+    first = voices["voices"][0]
+    assert voices["default"] == tiny_voice.name and first["name"] == tiny_voice.name and first["loaded"]
+    assert first["drafters"] == tiny_voice.drafter_names and first["speed"] is False
+    shipped = {v["name"]: v for v in voices["voices"]}.get("voicespec-tiny")
+    assert shipped is not None and not shipped["loaded"] and shipped["speed"] and "feature" in shipped["drafters"]
+    assert page[0] == 200 and page[1].startswith("text/html") and "<table>" in page[2] and "<h1>" in page[2]

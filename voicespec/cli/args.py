@@ -104,8 +104,8 @@ def _speed(value: str) -> float:
 
 
 speed_arg = _typed(_speed, "speed")
-SPEED_HELP = (f"speaking speed, {SPEED_RANGE[0]:g} to {SPEED_RANGE[1]:g} times the voice's own pace "
-              "(voices with a duration predictor)")
+SPEED_HELP = (f"speaking speed, {SPEED_RANGE[0]:g} to {SPEED_RANGE[1]:g} times the voice's own pace; "
+              "other than 1 only for a voice with a duration predictor")
 
 
 def _ws_url(value: str) -> str:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import socket
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,31 +39,71 @@ def synthesis_options(args: argparse.Namespace, voice):
     from voicespec.pipeline.synthesis import SynthesisOptions
 
     drafter = "none" if args.no_spec else args.drafter
-    return SynthesisOptions(decode=decode_config(args, voice.sampling), drafter=drafter, sample_rate=args.sample_rate)
+    return SynthesisOptions(decode=decode_config(args, voice.sampling), drafter=drafter, sample_rate=args.sample_rate,
+                            speed=getattr(args, "speed", 1.0))
+
+
+def read_text(text: str | None) -> str:
+    """``say``'s TEXT: as given, or read from stdin for ``-`` (or none, when stdin is not a terminal)."""
+    if text == "-" or (text is None and sys.stdin is not None and not sys.stdin.isatty()):
+        return sys.stdin.read()
+    if text is None:
+        raise CliError("say needs TEXT (or '-' to read it from stdin)")
+    return text
+
+
+def audio_output(output: str, fmt: str | None) -> tuple[Path | None, str]:
+    """Where ``say`` writes (None: stdout) and in what format (an extension such as ``.wav``),
+    checked before any work. ``--format`` overrides the extension, but may not contradict a known
+    one; a missing folder is an error, not made silently (a typo would scatter files)."""
+    from voicespec.audio import FILE_FORMATS, check_audio_path
+
+    if output == "-":
+        if sys.stdout.isatty():
+            raise CliError("refusing to write audio to a terminal: redirect stdout (> out.wav, | aplay) or give -o FILE")
+        return None, "." + (fmt or "wav")
+    path = Path(output)
+    ext = path.suffix.lower()
+    if fmt is None:
+        check_audio_path(path)
+    elif ext in FILE_FORMATS and ext != "." + fmt:
+        raise CliError(f"{output}: the extension says {ext[1:]} but --format says {fmt}; make them agree or drop one")
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "no such folder"
+        raise CliError(f"{folder}: {what} (say writes into an existing folder; create it first)")
+    return path, ext if fmt is None else "." + fmt
 
 
 def cmd_say(args: argparse.Namespace) -> int:
     import torch
 
-    from voicespec.audio import check_audio_path, write_audio_atomic
+    from voicespec.audio import atomic_open, encode_audio
     from voicespec.pipeline.synthesis import Synthesizer
     from voicespec.pipeline.voice import load_voice
 
-    check_audio_path(args.output)
+    path, suffix = audio_output(args.output, args.format)
+    text = read_text(args.text)
     voice = load_voice(args.model, args.device, args.dtype)
-    stream = Synthesizer(voice).stream(args.text, synthesis_options(args, voice))
+    stream = Synthesizer(voice).stream(text, synthesis_options(args, voice))
     chunks = [chunk.pcm for chunk in stream]
     pcm = torch.cat(chunks) if chunks else torch.zeros(0)
-    write_audio_atomic(args.output, pcm, stream.stats.sample_rate)
+    data = encode_audio(pcm, stream.stats.sample_rate, suffix)
+    if path is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        with atomic_open(path) as f:
+            f.write(data)
     if args.dump_tokens:
         frames = [f.tolist() for f in stream.frames]
         Path(args.dump_tokens).write_text(json.dumps({"sentences": [s for s, _ in stream.sentences], "frames": frames}))
-    print(stream.stats.summary())
+    print(stream.stats.summary(), file=sys.stdout if path is not None else sys.stderr)  # never into the audio
     return 0
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from voicespec.batch import BatchConfig, read_items, run_batch
+    from voicespec.batch import SUMMARY, BatchConfig, failure_lines, read_items, run_batch
     from voicespec.pipeline.synthesis import Synthesizer
     from voicespec.pipeline.voice import load_voice
 
@@ -76,27 +119,48 @@ def cmd_synth(args: argparse.Namespace) -> int:
         return voices[key]
 
     default = synthesizer_for(None)  # the default voice must load, or nothing can be done
-    config = BatchConfig(Path(args.output), synthesis_options(args, default.voice), args.format, args.resume)
+    out = Path(args.output)
+    config = BatchConfig(out, synthesis_options(args, default.voice), args.format, args.resume,
+                         progress_bar=sys.stderr.isatty())
     summary = run_batch(read_items(src), config, synthesizer_for)
+    for line in failure_lines(summary, out / SUMMARY):  # on stderr, like every error
+        print(line, file=sys.stderr)
     print(
         f"{summary['ok']} written, {summary['skipped']} skipped, {summary['failed']} failed; "
-        f"audio {summary['audio_s']:.1f}s in {summary['wall_s']:.1f}s; summary: {Path(args.output) / 'summary.json'}"
+        f"audio {summary['audio_s']:.1f}s in {summary['wall_s']:.1f}s; summary: {out / SUMMARY}"
     )
     return 1 if summary["failed"] else 0
+
+
+def generate_prompt(target, ids: list[int], frames_per_id: int):
+    """The prompt for raw LM ids. A target conditioned on a frame-aligned text track gets one that
+    speaks every id ``frames_per_id`` frames: a voice times its text with its duration predictor,
+    which ``generate`` (the engine alone) does not have."""
+    config = getattr(getattr(target, "model", None), "config", None)
+    positions = getattr(config, "track_positions", 0)
+    if not positions:
+        return target.layout.prompt(ids)
+    from voicespec.frontend.duration import frame_track
+
+    return target.layout.prompt(ids, track=frame_track(ids, [frames_per_id] * len(ids), positions))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from voicespec.engine.decoder import SpecDecoder
     from voicespec.lm.loading import load_step_lm
     from voicespec.pipeline.drafters import build_drafter
+    from voicespec.pipeline.voice import VOICE_FILE
 
     if not args.no_spec and args.drafter == "draft-model" and not args.draft_model:
         raise CliError("drafter 'draft-model' needs --draft-model DIR (a model folder)")
+    if (Path(args.model) / VOICE_FILE).is_file():
+        raise CliError(f"{args.model} is a voice folder; generate runs the engine alone on an LM folder: pass "
+                       f"--model {Path(args.model) / 'target'} (or speak text with `voicespec say --model {args.model}`)")
     config = decode_config(args)
     target = load_step_lm(args.model)
     drafter = None if args.no_spec else build_drafter(args.drafter, {"draft-model": args.draft_model} if args.draft_model else {},
                                                       target=target)
-    gen = SpecDecoder(target, drafter, config).generate(target.layout.prompt(args.text_ids))
+    gen = SpecDecoder(target, drafter, config).generate(generate_prompt(target, args.text_ids, args.frames_per_id))
     frames = gen.run()
     s = gen.stats
     if args.dump_tokens:
@@ -165,10 +229,42 @@ def cmd_client(args: argparse.Namespace) -> int:
         raise CliError(f"server refused the connection: HTTP {e.response.status_code} {e.response.body.decode(errors='replace')}") from None
     except InvalidURI as e:
         raise CliError(f"bad server URL: {e}") from None
-    except (InvalidHandshake, TimeoutError, ConnectionError) as e:
+    except OSError as e:
+        if is_connect_error(e):
+            raise CliError(connect_hint(args.url, e)) from None
+        if isinstance(e, ConnectionError):
+            raise CliError(f"lost the connection to {args.url}: {e}") from None
+        raise  # not the connection: the output file, say
+    except InvalidHandshake as e:
         raise CliError(f"could not open a WebSocket to {args.url}: {e}") from None
     print(summary_line(result, args.prebuffer_ms))
     return 0
+
+
+# errno values of a connection that did not get through (the rest of OSError: files, disks)
+CONNECT_ERRNOS = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EHOSTDOWN, errno.ETIMEDOUT,
+                  errno.EADDRNOTAVAIL}
+
+
+def is_connect_error(e: OSError) -> bool:
+    """Whether opening the connection failed, not writing the output. asyncio reports several
+    addresses that all failed (``localhost``: ::1 and 127.0.0.1) as one errno-less OSError."""
+    return (isinstance(e, (TimeoutError, ConnectionRefusedError, socket.gaierror)) or e.errno in CONNECT_ERRNOS
+            or str(e).startswith("Multiple exceptions:"))
+
+
+def connect_hint(url: str, e: OSError) -> str:
+    """Why a client could not connect, and what to do about it."""
+    if isinstance(e, socket.gaierror):
+        return f"could not connect to {url} (unknown host: {e.strerror or e}): check the host in --url"
+    if isinstance(e, ConnectionRefusedError) or e.errno == errno.ECONNREFUSED or "Connect call failed" in str(e):
+        reason = "connection refused"
+    elif isinstance(e, TimeoutError) or e.errno == errno.ETIMEDOUT:
+        reason = "timed out"
+    else:
+        reason = e.strerror or str(e)
+    return (f"could not connect to {url} ({reason}): is `voicespec serve` running there? "
+            "Start one with `voicespec serve`, or pass --url")
 
 
 def cmd_stress(args: argparse.Namespace) -> int:

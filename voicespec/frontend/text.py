@@ -294,5 +294,7 @@ class FrontEnd:
             if self.tokenizer.is_speakable(ids):
                 out.append((sentence, ids))
         if not out:
-            raise TextError("text has nothing this voice can speak (no English letters or digits)")
+            shown = text if len(text) <= 40 else text[:40] + "..."
+            raise TextError(f"text has nothing this voice can speak: it speaks English text and found no letters "
+                            f"or digits it can read in {shown!r}")
         return out

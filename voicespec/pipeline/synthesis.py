@@ -153,7 +153,7 @@ class SynthesisStream:
         prompt = self.voice.prompt(ids, durations)
         config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
         if durations is not None:
-            self.timestamps.append(self._timestamps(i, sentence, ids, durations))
+            self.timestamps.append(self._timestamps(i, sentence, ids, durations, config.max_steps))
             if self.options.timestamps:
                 yield self.timestamps[-1]
         s.sentences += 1
@@ -193,12 +193,15 @@ class SynthesisStream:
         if key is not None and gen.done and not self.cancelled:
             cache.put(key, chunks)
 
-    def _timestamps(self, i: int, sentence: str, ids: list[int], durations: list[int]) -> Timestamps:
-        tokenizer, codec = self.voice.tokenizer, self.voice.codec
+    def _timestamps(self, i: int, sentence: str, ids: list[int], durations: list[int], max_steps: int) -> Timestamps:
+        tokenizer, codec, layout = self.voice.tokenizer, self.voice.codec, self.voice.target.layout
         words, word_of = tokenizer.words(sentence)
         units = [tokenizer.decode([j]) for j in ids]
+        n_frames = sum(durations)
+        while n_frames and layout.steps_for_frames_count(n_frames) > max_steps + 1:  # the step cap cuts it short
+            n_frames -= 1
         return sentence_timestamps(i, words, word_of, units, durations, codec.hop_length / codec.sample_rate,
-                                   self._frames_done)
+                                   self._frames_done, n_frames)
 
     def _finish(self, resampler: StreamingResampler, sentence: int, frames: int, pcm: torch.Tensor,
                 seconds: float) -> AudioChunk | None:

@@ -1,18 +1,28 @@
-"""Python client for ``voicespec serve`` (protocol v1).
+"""Python client for ``voicespec serve`` (protocol v1.1).
 
-:class:`TTSClient` speaks the protocol (several contexts per socket, binary or base64 audio); a
-:class:`Result` is judged by the listener model of :mod:`voicespec.serve.playout`, as the
-benchmarks judge streams.
+:class:`TTSClient` speaks the protocol (several contexts per socket, binary or base64 audio, every
+encoding, word timestamps, per-context options); a :class:`Result` is judged by the listener model
+of :mod:`voicespec.serve.playout`, as the benchmarks judge streams::
+
+    async with TTSClient("ws://127.0.0.1:8765/v1/stream") as client:
+        await client.start(sample_rate=24000, word_timestamps=True)
+        result = await client.synthesize("Hello there.", seed=1)   # options of this context only
+        result.pcm, result.sample_rate, result.words, result.stats
+        async for item in client.stream("Another one.", speed=1.2):  # audio as it arrives
+            ...                                                       # Audio chunks, then messages
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import itertools
 import json
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
+from urllib.parse import urlencode, urlsplit
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +50,8 @@ class ServerError(Exception):
 class Audio:
     context_id: str
     seq: int
-    pcm: np.ndarray  # float32 in [-1, 1]
-    payload: bytes = field(repr=False)  # as sent (pcm_s16le or f32le bytes)
+    pcm: np.ndarray  # float32 in [-1, 1] (empty for opus: its pages decode as a whole, see Result.pcm)
+    payload: bytes = field(repr=False)  # as sent, in the session's encoding
     t: float = 0.0  # time.perf_counter() at arrival
 
 
@@ -58,6 +68,8 @@ class Result:
     arrivals: list[tuple[float, int]]  # (seconds since t_sent, samples)
     cancelled: bool = False
     errors: list[dict[str, Any]] = field(default_factory=list)  # rejected messages (the context went on)
+    words: list[dict[str, Any]] = field(default_factory=list)  # {"text", "start_s", "end_s"} (word_timestamps)
+    phonemes: list[dict[str, Any]] = field(default_factory=list)  # the same per phoneme (phoneme_timestamps)
 
     @property
     def ttfa_s(self) -> float | None:
@@ -71,10 +83,14 @@ _END = object()
 
 
 class TTSClient:
-    """``async with TTSClient(url, api_key=...) as c: await c.start(sample_rate=16000); r = await c.synthesize("Hi.")``"""
+    """``async with TTSClient(url, api_key=...) as c: await c.start(sample_rate=16000); r = await c.synthesize("Hi.")``
+
+    ``api_key`` goes in the ``Authorization`` header; ``token`` (from ``GET /v1/token``) in the URL."""
 
     def __init__(self, url: str = P.DEFAULT_URL, api_key: str | None = None, origin: str | None = None,
-                 open_timeout: float = 10.0) -> None:
+                 open_timeout: float = 10.0, token: str | None = None) -> None:
+        if token is not None:
+            url += ("&" if urlsplit(url).query else "?") + urlencode({"token": token})
         self.url, self.api_key, self.origin, self.open_timeout = url, api_key, origin, open_timeout
         self.ws: ClientConnection | None = None
         self.ready: dict[str, Any] | None = None
@@ -118,9 +134,7 @@ class TTSClient:
                 q.put_nowait(_END)
 
     def _audio(self, frame: P.AudioFrame, t: float) -> None:
-        enc = self.ready["encoding"]
-        raw = np.frombuffer(frame.payload, "<i2" if enc == "pcm_s16le" else "<f4")
-        pcm = raw.astype(np.float32) / 32767.0 if enc == "pcm_s16le" else raw.astype(np.float32)
+        pcm = decode_payload(frame.payload, self.ready["encoding"])
         self._queues[frame.context_id].put_nowait(Audio(frame.context_id, frame.seq, pcm, frame.payload, t))
 
     async def send(self, kind: str, **fields: Any) -> None:
@@ -157,20 +171,30 @@ class TTSClient:
                                            or (item["type"] == "error" and item.get("context_ended"))):
                 return
 
-    async def synthesize(self, text: str | Iterable[str], context_id: str | None = None) -> Result:
-        """Send the text (a string, or pieces sent as separate ``text`` messages), end the context
-        and collect its audio, checking order (seq 0, 1, 2, ...)."""
+    async def _send_text(self, text: str | Iterable[str], context_id: str | None, options: dict[str, Any]) -> str:
         cid = context_id or f"ctx-{next(self._ids)}"
         pieces = [text] if isinstance(text, str) else list(text)
-        t0 = time.perf_counter()
-        for piece in pieces:
-            await self.send("text", context_id=cid, text=piece)
+        for i, piece in enumerate(pieces):
+            await self.send("text", context_id=cid, text=piece, **(options if i == 0 else {}))
         await self.send("end", context_id=cid)
-        return await self.collect(cid, t0)
+        return cid
+
+    async def synthesize(self, text: str | Iterable[str], context_id: str | None = None, **options: Any) -> Result:
+        """Send the text (a string, or pieces sent as separate ``text`` messages), end the context
+        and collect its audio, checking order (seq 0, 1, 2, ...). ``options``: this context's own
+        ``voice``, ``speed``, ``seed`` and sampling fields (protocol 1.1)."""
+        t0 = time.perf_counter()
+        return await self.collect(await self._send_text(text, context_id, options), t0)
+
+    async def stream(self, text: str | Iterable[str], context_id: str | None = None, **options: Any) -> AsyncIterator[Any]:
+        """Like :meth:`synthesize`, but yield each :class:`Audio` chunk and server message of the
+        context as it arrives (ending with ``done``, ``cancelled`` or an ending error)."""
+        async for item in self.events(await self._send_text(text, context_id, options)):
+            yield item
 
     async def collect(self, context_id: str, t0: float) -> Result:
         chunks: list[Audio] = []
-        stats, cancelled, errors = None, False, []
+        stats, cancelled, errors, words, phonemes = None, False, [], [], []
         async for item in self.events(context_id):
             if isinstance(item, Audio):
                 if item.seq != len(chunks):
@@ -180,13 +204,43 @@ class TTSClient:
                 if item.get("context_ended"):
                     raise ServerError(item)
                 errors.append(item)
+            elif item["type"] == "timestamps":
+                words += item.get("words", [])
+                phonemes += item.get("phonemes", [])
             elif item["type"] == "done":
                 stats = item["stats"]
             elif item["type"] == "cancelled":
                 cancelled = True
-        pcm = np.concatenate([c.pcm for c in chunks]) if chunks else np.zeros(0, np.float32)
-        return Result(context_id, pcm, b"".join(c.payload for c in chunks), self.ready["sample_rate"], stats, t0,
-                      [(c.t - t0, c.pcm.size) for c in chunks], cancelled, errors)
+        payload = b"".join(c.payload for c in chunks)
+        if self.ready["encoding"] == "opus":
+            pcm = decode_opus(payload) if payload else np.zeros(0, np.float32)
+            arrivals = [(c.t - t0, len(c.payload)) for c in chunks]  # bytes: opus pages carry no sample count
+        else:
+            pcm = np.concatenate([c.pcm for c in chunks]) if chunks else np.zeros(0, np.float32)
+            arrivals = [(c.t - t0, c.pcm.size) for c in chunks]
+        return Result(context_id, pcm, payload, self.ready["sample_rate"], stats, t0, arrivals, cancelled, errors,
+                      words, phonemes)
+
+
+def decode_payload(payload: bytes, encoding: str) -> np.ndarray:
+    """A sample-wise payload as float32 PCM in [-1, 1] (opus: empty; see :func:`decode_opus`)."""
+    if encoding == "f32le":
+        return np.frombuffer(payload, "<f4").astype(np.float32)
+    if encoding in ("mulaw", "alaw"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import audioop
+        payload = (audioop.ulaw2lin if encoding == "mulaw" else audioop.alaw2lin)(payload, 2)
+    elif encoding == "opus":
+        return np.zeros(0, np.float32)
+    return np.frombuffer(payload, "<i2").astype(np.float32) / 32767.0
+
+
+def decode_opus(stream: bytes) -> np.ndarray:
+    """A whole Ogg Opus stream to float32 PCM at the rate it was encoded at (libsndfile)."""
+    import soundfile as sf
+
+    return sf.read(io.BytesIO(stream), dtype="float32")[0]
 
 
 # ----------------------------------------------------------------------------- command line

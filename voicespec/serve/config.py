@@ -16,7 +16,8 @@ class ServerConfig:
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT  # 0: any free port (see TTSServer.port)
-    voice: str | None = None  # voice folder or name under models/ (None: the default voice)
+    voice: str | None = None  # the default voice: a folder or a name (None: the package's default voice)
+    voices: tuple[str, ...] | None = None  # other voices clients may name, loaded on first use (None: every installed one)
     drafter: str | None = None  # default drafter (None: the voice's)
     gamma: int | str = "auto"  # default draft length
     max_gamma: int = 16  # the longest fixed draft a session may ask for

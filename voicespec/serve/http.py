@@ -1,5 +1,6 @@
-"""The plain-HTTP side of the server's port: the WebSocket handshake's checks (path, API key,
-origin) and the pages served without a WebSocket (``/healthz``, ``/metrics``, the browser player).
+"""The plain-HTTP side of the server's port: the WebSocket handshake's checks (path, API key or
+token, origin) and what is served without a WebSocket: ``/healthz``, ``/metrics``, ``/v1/voices``,
+``/v1/token``, the browser player and ``/protocol`` (PROTOCOL.md as HTML).
 
 Kept apart from the sessions so what a request may reach is decided, and can be read, in one place.
 """
@@ -7,8 +8,12 @@ Kept apart from the sessions so what a request may reach is decided, and can be 
 from __future__ import annotations
 
 import hmac
+import html
 import ipaddress
 import json
+import time
+from functools import lru_cache
+from pathlib import Path
 from collections.abc import Collection
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -20,12 +25,13 @@ from websockets.http11 import Request, Response
 from voicespec.paths import STATIC_DIR
 from voicespec.serve import protocol as P
 from voicespec.serve.protocol import WS_PATH
+from voicespec.serve import tokens
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.metrics import ServerMetrics
+from voicespec.serve.voices import VoiceSet
 
-STATIC_FILES = {"/": ("index.html", "text/html"), "/index.html": ("index.html", "text/html"),
-                "/player.js": ("player.js", "text/javascript"), "/worklet.js": ("worklet.js", "text/javascript"),
-                "/PROTOCOL.md": ("PROTOCOL.md", "text/markdown")}
+STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".md": "text/markdown",
+                ".png": "image/png", ".svg": "image/svg+xml"}
 
 
 def response(status: int, body: bytes, ctype: str) -> Response:
@@ -34,14 +40,38 @@ def response(status: int, body: bytes, ctype: str) -> Response:
     return Response(status, HTTPStatus(status).phrase, headers, body)
 
 
-def authorized(request: Request, query: dict[str, list[str]], api_key: str | None) -> bool:
-    """The key may come as ``Authorization: Bearer KEY`` or, for browsers (which cannot set
-    headers on a WebSocket), as ``?api_key=KEY``; compared in constant time."""
+def credential(request: Request, query: dict[str, list[str]]) -> str:
+    """What the client presents: ``Authorization: Bearer X`` or, for browsers (which cannot set
+    headers on a WebSocket), ``?token=X`` or ``?api_key=X``."""
+    scheme, _, value = request.headers.get("Authorization", "").strip().partition(" ")
+    if scheme.lower() == "bearer":  # RFC 7235: any case
+        return value.strip()
+    return (query.get("token") or query.get("api_key") or [""])[0]
+
+
+def authorized(request: Request, query: dict[str, list[str]], api_key: str | None, allow_token: bool = True) -> bool:
+    """The API key itself (compared in constant time) or, where ``allow_token``, an unexpired
+    token signed with it (:mod:`voicespec.serve.tokens`)."""
     if api_key is None:
         return True
-    scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-    given = token.strip() if scheme.lower() == "bearer" else (query.get("api_key") or [""])[0]  # RFC 7235: any case
-    return hmac.compare_digest(given.encode(), api_key.encode())
+    given = credential(request, query)
+    if hmac.compare_digest(given.encode(), api_key.encode()):
+        return True
+    return allow_token and tokens.verify(api_key, given, time.time())
+
+
+@lru_cache(maxsize=4)
+def protocol_html(path: Path, mtime: float) -> bytes:
+    """PROTOCOL.md as a page (markdown-it-py, the ``serve`` extra; else the text, preformatted)."""
+    text = path.read_text()
+    try:
+        from markdown_it import MarkdownIt
+
+        body = MarkdownIt("commonmark").enable("table").render(text)
+    except ImportError:
+        body = f"<pre>{html.escape(text)}</pre>"
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>voicespec protocol</title>'
+            f'<link rel="stylesheet" href="/player.css"></head><body class="doc">{body}</body></html>').encode()
 
 
 def origin_ok(request: Request, allowed_origins: tuple[str, ...]) -> bool:
@@ -68,12 +98,15 @@ class HttpFront:
     anything else is answered with a :class:`Response` (a page, or a JSON error, counted in the
     metrics) and never reaches a session."""
 
-    def __init__(self, config: ServerConfig, metrics: ServerMetrics, voice_name: str, sessions: Collection) -> None:
+    def __init__(self, config: ServerConfig, metrics: ServerMetrics, voices: VoiceSet, sessions: Collection) -> None:
         self.config = config
         self.metrics = metrics
-        self.voice_name = voice_name
+        self.voices = voices
         self.sessions = sessions  # the server's live set: /healthz reports how many are open
-        self.static = {path: (STATIC_DIR / name, ctype) for path, (name, ctype) in STATIC_FILES.items()}
+        self.static = {"/": STATIC_DIR / "index.html"}
+        for file in sorted(STATIC_DIR.iterdir()):
+            if file.suffix in STATIC_TYPES:
+                self.static["/" + file.name] = file
 
     def reject(self, status: int, code: str, text: str) -> Response:
         self.metrics.error(code)
@@ -88,22 +121,50 @@ class HttpFront:
         if url.path != WS_PATH:
             return self.reject(404, "not_found", f"the WebSocket endpoint is {WS_PATH}")
         if not authorized(request, query, self.config.api_key):
-            return self.reject(401, "unauthorized", "missing or wrong API key (Authorization: Bearer KEY or ?api_key=KEY)")
+            return self.reject(401, "unauthorized", "missing, wrong or expired credential (Authorization: Bearer KEY, "
+                               "?api_key=KEY, or ?token=TOKEN from GET /v1/token)")
         if not origin_ok(request, self.config.allowed_origins):
             return self.reject(403, "forbidden_origin", f"origin {request.headers.get('Origin')!r} is not allowed")
         return None
 
     def page(self, path: str, request: Request, query: dict[str, list[str]]) -> Response:
         if path == "/healthz":
-            body = {"ok": True, "voice": self.voice_name, "sessions": len(self.sessions),
-                    "max_sessions": self.config.max_sessions, "protocol": P.VERSION}
-            return response(200, json.dumps(body).encode(), "application/json")
-        if path == "/metrics":
+            body = {"ok": True, "voice": self.voices.default.name, "voices": self.voices.names,
+                    "sessions": len(self.sessions), "max_sessions": self.config.max_sessions,
+                    "protocol": P.VERSION, "protocol_version": P.PROTOCOL_VERSION}
+            return json_response(body)
+        if path in ("/metrics", "/v1/voices"):
             if not authorized(request, query, self.config.api_key):
-                return self.reject(401, "unauthorized", "missing or wrong API key")
-            return response(200, *self.metrics.exposition())
-        if path in self.static:
-            file, ctype = self.static[path]
-            if file.is_file():
-                return response(200, file.read_bytes(), f"{ctype}; charset=utf-8")
-        return self.reject(404, "not_found", f"no such page {path!r}; try /, /healthz, /metrics or {WS_PATH}")
+                return self.reject(401, "unauthorized", "missing, wrong or expired credential")
+            if path == "/metrics":
+                return response(200, *self.metrics.exposition())
+            return json_response({"default": self.voices.default.name, "voices": self.voices.describe()})
+        if path == "/v1/token":
+            return self.token(request, query)
+        if path == "/protocol":
+            file = STATIC_DIR / "PROTOCOL.md"
+            return response(200, protocol_html(file, file.stat().st_mtime), "text/html; charset=utf-8")
+        file = self.static.get(path)
+        if file is not None and file.is_file():
+            ctype = STATIC_TYPES[file.suffix]
+            return response(200, file.read_bytes(), ctype if ctype.startswith("image/") else f"{ctype}; charset=utf-8")
+        return self.reject(404, "not_found", f"no such page {path!r}; try /, /protocol, /healthz, /metrics, /v1/voices "
+                           f"or {WS_PATH}")
+
+    def token(self, request: Request, query: dict[str, list[str]]) -> Response:
+        """``GET /v1/token[?ttl_s=S]`` with the API key itself (not a token): a short-lived token."""
+        key = self.config.api_key
+        if key is None:
+            return self.reject(400, "no_api_key", "this server has no API key: connect without credentials")
+        if not authorized(request, query, key, allow_token=False):
+            return self.reject(401, "unauthorized", "a token is issued for the API key itself (Authorization: Bearer KEY)")
+        try:
+            ttl = float((query.get("ttl_s") or [tokens.DEFAULT_TTL_S])[0])
+            token, expires = tokens.mint(key, ttl, time.time())
+        except ValueError:
+            return self.reject(400, "bad_request", f"ttl_s must be a number of seconds in (0, {tokens.MAX_TTL_S}]")
+        return json_response({"token": token, "expires_at": expires, "ttl_s": ttl})
+
+
+def json_response(body: dict) -> Response:
+    return response(200, json.dumps(body).encode(), "application/json")

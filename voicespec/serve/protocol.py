@@ -13,7 +13,8 @@ Binary audio frame (server → client), all integers little-endian::
     4       4     seq: uint32, 0, 1, 2, ... per context (no gaps, no duplicates)
     8       4     n_samples: uint32, samples in the payload (mono)
     12      P     context id (UTF-8, L bytes), zero-padded to P = L rounded up to a multiple of 4
-    12+P    ...   payload: n_samples samples, pcm_s16le (2 bytes each) or f32le (4 bytes each)
+    12+P    ...   payload: n_samples samples, pcm_s16le (2 bytes each), f32le (4), mulaw/alaw (1);
+                  for opus, n_samples bytes of the context's Ogg Opus stream
 
 The padding keeps the payload 4-byte aligned, so a browser can view it as a typed array in place.
 """
@@ -29,9 +30,11 @@ from typing import Any
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.controller import check_branching, check_gamma
-from voicespec.options import ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate
+from voicespec.options import (ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate, check_speed,
+                               encoding_rate)
 
-VERSION = 1
+VERSION = 1  # of the binary audio frame, and the protocol's major version
+PROTOCOL_VERSION = "1.1"  # 1.1 adds (all opt-in): timestamps, G.711/Opus, speed, per-context options, strict: false
 MAGIC = b"VS"
 WS_PATH = "/v1/stream"  # where the server accepts WebSocket connections
 DEFAULT_PORT = 8765
@@ -107,6 +110,11 @@ class Start:
     gamma: int | str | None = None
     tree: list[int] | None = None  # children per depth of a static draft tree
     pacing_lead_ms: float | None = None
+    speed: float | None = None  # relative to the voice's own pace (voices with a duration predictor)
+    word_timestamps: bool = False
+    phoneme_timestamps: bool = False
+    strict: bool = True  # False: unknown fields of this socket's messages are ignored, not errors
+    ignored: tuple[str, ...] = ()  # the unknown fields this start had (strict: false), echoed in ready
 
     def sampling_overrides(self) -> dict[str, Any]:
         return dict(self.sampling)
@@ -114,8 +122,11 @@ class Start:
 
 @dataclass(frozen=True)
 class Text:
+    """``options``: the context's own voice, speed, seed and sampling (its first text only)."""
+
     context_id: str
     text: str
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,14 +160,19 @@ ClientMessage = Start | Text | Flush | End | Cancel | ClientStats
 _KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (is_int, "an integer"),
           "number": (is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
 
+_SAMPLING_FIELDS = {o.name: ("int" if o.type is int else "number", False) for o in SAMPLING_OPTIONS}
+CONTEXT_OPTIONS = ("voice", "speed", "seed", *_SAMPLING_FIELDS)  # a context's first text may set these
+
 # type -> {field: (kind, required)}
 MESSAGE_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
     "start": {"voice": ("str", False), "sample_rate": ("int", False), "encoding": ("str", False),
               "audio_transport": ("str", False), "seed": ("int", False),
               "latency_budget_ms": ("number", False), "drafter": ("str", False), "gamma": ("gamma", False),
-              "tree": ("tree", False), "pacing_lead_ms": ("number", False),
-              **{o.name: ("int" if o.type is int else "number", False) for o in SAMPLING_OPTIONS}},
-    "text": {"context_id": ("str", True), "text": ("str", True)},
+              "tree": ("tree", False), "pacing_lead_ms": ("number", False), "speed": ("number", False),
+              "word_timestamps": ("bool", False), "phoneme_timestamps": ("bool", False), "strict": ("bool", False),
+              **_SAMPLING_FIELDS},
+    "text": {"context_id": ("str", True), "text": ("str", True), "voice": ("str", False), "speed": ("number", False),
+             "seed": ("int", False), **_SAMPLING_FIELDS},
     "flush": {"context_id": ("str", True), "flush_id": ("flush_id", False)},
     "end": {"context_id": ("str", True)},
     "cancel": {"context_id": ("str", True)},
@@ -188,10 +204,12 @@ def _check_field(name: str, value: Any, kind: str, cid: str | None) -> None:
         raise ProtocolError(BAD_MESSAGE, f"field {name!r} must be {what}, got {json.dumps(value)[:40]}", cid)
 
 
-def parse_client_message(raw: str | bytes) -> ClientMessage:
+def parse_client_message(raw: str | bytes, strict: bool = True) -> ClientMessage:
     """One client WebSocket message to a typed message; :class:`ProtocolError` says what is wrong.
 
-    Checks syntax and types only; whether a voice or drafter exists is the server's business."""
+    Checks syntax and types only; whether a voice or drafter exists is the server's business.
+    ``strict`` (the socket's ``start`` said so; a ``start`` decides for itself): unknown fields are
+    errors; else they are dropped."""
     if isinstance(raw, bytes):
         raise ProtocolError(BINARY_UNSUPPORTED, "binary messages are not accepted; send JSON text messages")
     try:
@@ -208,9 +226,13 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
         raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {json.dumps(kind)[:40]}; "
                             f"expected one of: {', '.join(MESSAGE_FIELDS)}", cid)
     spec = MESSAGE_FIELDS[kind]
+    if kind == "start" and isinstance(msg.get("strict"), bool):
+        strict = msg["strict"]
     unknown = sorted(set(msg) - set(spec) - {"type"})
-    if unknown:
-        raise ProtocolError(BAD_MESSAGE, f"unknown field(s) for {kind!r}: {', '.join(unknown)}", cid)
+    if unknown and strict:
+        raise ProtocolError(BAD_MESSAGE, f"unknown field(s) for {kind!r}: {', '.join(unknown)} "
+                            "(send \"strict\": false in start to have unknown fields ignored)", cid)
+    msg = {k: v for k, v in msg.items() if k not in unknown}
     for name, (ftype, required) in spec.items():
         if name not in msg or msg[name] is None:
             if required:
@@ -221,7 +243,15 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
     if "context_id" in fields and not CONTEXT_ID_RE.fullmatch(fields["context_id"]):
         raise ProtocolError(BAD_MESSAGE, "context_id must be 1-64 characters of A-Z a-z 0-9 . _ : -", None)
     if kind == "start":
-        return _parse_start(fields)
+        return _parse_start(fields, tuple(unknown))
+    if kind == "text":
+        options = {k: fields.pop(k) for k in CONTEXT_OPTIONS if k in fields}
+        if "speed" in options:
+            try:
+                check_speed(options["speed"])
+            except ValueError as e:
+                raise ProtocolError(BAD_OPTION, str(e), cid) from None
+        return Text(**fields, options=options)
     if kind == "stats":
         if not 0 <= fields.get("underruns", 0) <= MAX_UNDERRUNS or not 0 <= fields.get("underrun_ms", 0) <= MAX_UNDERRUN_MS:
             raise ProtocolError(BAD_MESSAGE, f"stats: underruns must be in [0, {MAX_UNDERRUNS}] and underrun_ms "
@@ -229,14 +259,16 @@ def parse_client_message(raw: str | bytes) -> ClientMessage:
     return {"text": Text, "flush": Flush, "end": End, "cancel": Cancel, "stats": ClientStats}[kind](**fields)
 
 
-def _parse_start(f: dict[str, Any]) -> Start:
+def _parse_start(f: dict[str, Any], ignored: tuple[str, ...]) -> Start:
     def bad(msg: str) -> ProtocolError:
         return ProtocolError(BAD_OPTION, msg)
 
     try:
+        encoding = check_encoding(f.get("encoding", "pcm_s16le"))
         if "sample_rate" in f:
-            check_sample_rate(f["sample_rate"])
-        check_encoding(f.get("encoding", "pcm_s16le"))
+            encoding_rate(encoding, check_sample_rate(f["sample_rate"]), f["sample_rate"])
+        if "speed" in f:
+            check_speed(f["speed"])
     except ValueError as e:
         raise bad(str(e)) from None
     if f.get("audio_transport", "binary") not in TRANSPORTS:
@@ -247,7 +279,7 @@ def _parse_start(f: dict[str, Any]) -> Start:
     if "latency_budget_ms" in f and f.get("gamma", "auto") != "auto":
         raise bad("latency_budget_ms drives the adaptive draft length: leave gamma out or set it to \"auto\"")
     sampling = {o.name: f[o.name] for o in SAMPLING_OPTIONS if o.name in f}  # ranges: when the server applies them
-    return Start(**{k: v for k, v in f.items() if k not in sampling}, sampling=sampling)
+    return Start(**{k: v for k, v in f.items() if k not in sampling}, sampling=sampling, ignored=ignored)
 
 
 # ----------------------------------------------------------------------------- server → client

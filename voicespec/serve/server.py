@@ -1,4 +1,4 @@
-"""``voicespec serve``: streaming TTS over WebSockets (protocol v1, see ``stream/PROTOCOL.md``).
+"""``voicespec serve``: streaming TTS over WebSockets (protocol v1.1, see ``serve/static/PROTOCOL.md``).
 
 One asyncio event loop owns every socket; the model runs on the decode worker thread of
 ``scheduler.py``, which steps the active contexts round-robin, one audio chunk at a time. So many
@@ -8,7 +8,8 @@ chunks in flight: when a client reads slowly its contexts are skipped by the wor
 catches up, so a slow reader slows only itself. Plain HTTP on the same port serves ``/healthz``,
 ``/metrics`` and the browser player (``/``).
 
-This module is the lifecycle only: it loads the voice, binds the port, admits connections up to
+This module is the lifecycle only: it loads the default voice (others load on first use,
+``voices.py``), binds the port, admits connections up to
 ``max_sessions`` and bridges the worker thread to the loop. The protocol per connection is
 ``session.py``, the HTTP side ``http.py``, the settings ``config.py``.
 """
@@ -24,13 +25,14 @@ from typing import Any
 from websockets.asyncio.server import Server, ServerConnection, serve
 
 from voicespec.pipeline.frame_cache import FrameCache
-from voicespec.pipeline.voice import Voice, load_voice
+from voicespec.pipeline.voice import Voice, load_voice, voice_names
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.http import HttpFront
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import DecodeWorker, Job
 from voicespec.serve.session import Session
+from voicespec.serve.voices import VoiceSet
 
 
 log = logging.getLogger("voicespec.server")
@@ -41,13 +43,17 @@ class TTSServer:
 
     def __init__(self, config: ServerConfig, voice: Voice | None = None) -> None:
         self.config = config
-        if voice is None:  # a voice of its own gets the configured frame cache; a lent one keeps its own
+        lent = voice is not None  # a lent voice keeps its own frame cache (or none); the others share the server's
+        if voice is None:
             voice = load_voice(config.voice, config.device, config.dtype)
-            if config.frame_cache_mb:
-                voice.frame_cache = FrameCache(int(config.frame_cache_mb * 2**20))
+        self.frame_cache = voice.frame_cache if lent else (
+            FrameCache(int(config.frame_cache_mb * 2**20)) if config.frame_cache_mb else None)
+        self.metrics = ServerMetrics()
+        if self.frame_cache is not None:
+            self.metrics.watch_frame_cache(self.frame_cache)
+        names = voice_names() if config.voices is None else list(config.voices)
+        self.voices = VoiceSet(voice, names, lambda name: load_voice(name, config.device, config.dtype), self._prepare)
         self.voice = voice
-        for name in voice.drafter_names:  # load draft models now, not on the decode thread mid-session
-            voice.drafter(name)
         if config.drafter is not None and config.drafter not in voice.drafter_names:
             raise ValueError(f"unknown drafter {config.drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
         self.worker = DecodeWorker(config.send_queue_chunks, self.deliver)
@@ -55,10 +61,15 @@ class TTSServer:
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None
-        self.metrics = ServerMetrics()
-        if voice.frame_cache is not None:
-            self.metrics.watch_frame_cache(voice.frame_cache)
-        self.http = HttpFront(config, self.metrics, voice.name, self.sessions)
+        self.http = HttpFront(config, self.metrics, self.voices, self.sessions)
+
+    def _prepare(self, voice: Voice) -> None:
+        """Ready a voice for serving: its draft models loaded now, not on the decode thread
+        mid-session; the server's frame cache (keyed by target, so voices can share it)."""
+        for name in voice.drafter_names:
+            voice.drafter(name)
+        if voice.frame_cache is None:
+            voice.frame_cache = self.frame_cache
 
     async def start(self) -> None:
         cfg = self.config
@@ -110,7 +121,7 @@ class TTSServer:
         sock = ws.transport.get_extra_info("socket")
         if cfg.send_buffer_bytes and sock is not None:  # bounds audio parked in the kernel per socket
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.send_buffer_bytes)
-        session = Session(ws, cfg, self.voice, self.metrics, self.worker, address)
+        session = Session(ws, cfg, self.voices, self.metrics, self.worker, address)
         self.sessions.add(session)
         self.metrics.active_sessions.set(len(self.sessions))
         self.metrics.sessions_total.inc()

@@ -1,4 +1,4 @@
-"""One WebSocket connection of ``voicespec serve``: the protocol v1 state machine.
+"""One WebSocket connection of ``voicespec serve``: the protocol v1.1 state machine.
 
 A :class:`Session` turns client messages into contexts (text buffered until a sentence is
 complete, then handed to the decode worker as a :class:`~voicespec.serve.scheduler.Job`), and
@@ -22,19 +22,21 @@ import torch
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from voicespec.audio import to_encoding
 from voicespec.engine.controller import ControllerConfig
 from voicespec.engine.config import DecodeConfig
 from voicespec.frontend.incremental import complete_prefix
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
-from voicespec.options import SAMPLING_OPTIONS
+from voicespec.frontend.timestamps import Timestamps
+from voicespec.options import SAMPLING_OPTIONS, encoding_rate
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
+from voicespec.serve.encoders import Encoder, make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
+from voicespec.serve.voices import VoiceSet
 
 log = logging.getLogger("voicespec.server")
 
@@ -52,6 +54,9 @@ class _Context:
     t_ready: float | None = None  # when its first text was handed to synthesis
     t_first_audio: float | None = None  # when its first audio frame went out
     samples_sent: int = 0
+    voice: Voice | None = None  # the context's voice and options: the session's, or its first text's own
+    options: SynthesisOptions | None = None
+    encoder: Encoder | None = None  # its audio's bytes (stateful for opus)
 
 
 @dataclass(frozen=True)
@@ -67,12 +72,13 @@ class Session:
     Everything here runs on the event loop; the decode worker reaches it only through
     :meth:`on_item`, which the server schedules onto the loop."""
 
-    def __init__(self, ws: ServerConnection, config: ServerConfig, voice: Voice, metrics: ServerMetrics,
+    def __init__(self, ws: ServerConnection, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics,
                  worker: DecodeWorker, address: str = "?") -> None:
         self.ws = ws
         self.address = address  # the client's IP address (per-address session limit)
         self.cfg = config
-        self.voice = voice
+        self.voices = voices
+        self.voice = voices.default  # the session's voice once `start` names one
         self.metrics = metrics
         self.worker = worker
         self.started: P.Start | None = None
@@ -132,6 +138,7 @@ class Session:
             if out.ctx is not None and out.ctx.cancelled:
                 continue
             if out.kind == "done":
+                await self._send_audio(out.ctx, None)
                 await self._send(self._done(out.ctx))
             else:
                 await self._send(out.payload)
@@ -156,16 +163,19 @@ class Session:
         if full:  # the worker may be skipping this session's contexts: let it look again
             self.worker.wake()
 
-    async def _send_audio(self, ctx: _Context, pcm: torch.Tensor) -> None:
+    async def _send_audio(self, ctx: _Context, pcm: torch.Tensor | None) -> None:
+        """One chunk of the context's audio (None: the encoder's tail, at the context's end)."""
         start = self.started
-        payload = to_encoding(pcm, start.encoding)
+        payload = ctx.encoder.encode(pcm) if pcm is not None else ctx.encoder.finish()
+        if not payload:  # opus: no page completed yet
+            return
         if start.audio_transport == "binary":
             data: str | bytes = P.encode_frame(ctx.id, ctx.seq, payload, start.encoding)
         else:
             data = P.audio_message(ctx.id, ctx.seq, payload, start.encoding)
         await self._send(data)
         ctx.seq += 1
-        ctx.samples_sent += pcm.numel()
+        ctx.samples_sent += 0 if pcm is None else pcm.numel()
         if ctx.t_first_audio is None:
             ctx.t_first_audio = time.perf_counter()
 
@@ -218,6 +228,11 @@ class Session:
             return
         if isinstance(item, AudioChunk):
             self.put(_Out("audio", ctx, item.pcm))  # its credit is released by the sender
+        elif isinstance(item, Timestamps):
+            fields = {"words": [w.to_dict() for w in item.words]}
+            if self.started.phoneme_timestamps:
+                fields["phonemes"] = [p.to_dict() for p in item.phonemes]
+            self.put(_Out("msg", ctx, P.message("timestamps", context_id=ctx.id, sentence=item.sentence, **fields)))
         elif isinstance(item, FlushMark):
             self.put(_Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=item.flush_id)))
         elif item is FINISHED:
@@ -237,14 +252,46 @@ class Session:
     # -- client messages
 
     def handle(self, raw: str | bytes) -> None:
-        if self.closing:
+        """One client message, for a voice already loaded (:meth:`receive` also loads one)."""
+        msg = self._parse(raw)
+        if msg is not None:
+            self._dispatch(msg)
+
+    async def receive(self, raw: str | bytes) -> None:
+        """One client message; a voice it names that is not loaded yet is loaded first (on a
+        thread: other connections go on; this one reads its next message after)."""
+        msg = self._parse(raw)
+        if msg is None:
             return
+        name = msg.voice if isinstance(msg, P.Start) else msg.options.get("voice") if isinstance(msg, P.Text) else None
+        if name is not None and self.voices.canonical(name) is not None and self.voices.loaded(name) is None:
+            try:
+                await self.voices.ensure(name)
+            except Exception as e:  # a broken voice folder: this request fails, the server goes on
+                log.exception("loading voice %r failed", name)
+                self.error(P.UNKNOWN_VOICE, f"voice {name!r} could not be loaded ({type(e).__name__}: {e})",
+                           getattr(msg, "context_id", None))
+                return
+        self._dispatch(msg)
+
+    def _parse(self, raw: str | bytes) -> P.ClientMessage | None:
+        if self.closing:
+            return None
         if not self.messages.take():
             self.reject(P.RATE_LIMITED, f"more than {self.cfg.max_messages_per_s:g} messages per second; closing",
                         P.CLOSE_RATE_LIMITED)
-            return
+            return None
         try:
-            msg = P.parse_client_message(raw)
+            return P.parse_client_message(raw, strict=self.started is None or self.started.strict)
+        except P.ProtocolError as e:
+            self.error(e.code, e.message, e.context_id)
+        except Exception as e:  # a bug: say so in an error frame, count it, and close this socket only
+            log.exception("parsing a client message failed")
+            self.fail(e)
+        return None
+
+    def _dispatch(self, msg: P.ClientMessage) -> None:
+        try:
             if isinstance(msg, P.Start):
                 self._start(msg)
             elif isinstance(msg, P.ClientStats):
@@ -282,12 +329,18 @@ class Session:
         await self._drain()
         await self.ws.close(code, reason)
 
+    def _voice(self, name: str | None, cid: str | None = None) -> Voice:
+        voice = self.voices.loaded(name)
+        if voice is None:
+            raise P.ProtocolError(P.UNKNOWN_VOICE, f"unknown voice {name!r}; this server speaks "
+                                  f"{', '.join(self.voices.names)} (GET /v1/voices)", cid)
+        return voice
+
     def _start(self, msg: P.Start) -> None:
         if self.started is not None:
             raise P.ProtocolError(P.ALREADY_STARTED, "this connection has already started; open another for other settings")
-        voice, cfg = self.voice, self.cfg
-        if msg.voice not in (None, "default", voice.name, cfg.voice):
-            raise P.ProtocolError(P.UNKNOWN_VOICE, f"unknown voice {msg.voice!r}; this server speaks {voice.name!r}")
+        cfg = self.cfg
+        voice = self._voice(msg.voice)
         drafter = msg.drafter or cfg.drafter or voice.config.default_drafter
         if drafter not in voice.drafter_names:
             raise P.ProtocolError(P.UNKNOWN_DRAFTER, f"unknown drafter {drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
@@ -301,19 +354,47 @@ class Session:
                 raise ValueError(f"drafter {drafter!r} does not draft trees (the feature drafter does)")
             decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed, tree=msg.tree,
                                   controller=ControllerConfig(time_cap_s=cap))
-            options = SynthesisOptions(decode, drafter=drafter, sample_rate=msg.sample_rate or voice.codec.sample_rate)
+            rate = encoding_rate(msg.encoding, msg.sample_rate, voice.codec.sample_rate)
+            options = SynthesisOptions(decode, drafter=drafter, sample_rate=rate, speed=msg.speed or 1.0,
+                                       timestamps=msg.word_timestamps or msg.phoneme_timestamps)
+            self._check_voice(voice, options)
         except ValueError as e:
             raise P.ProtocolError(P.BAD_OPTION, str(e)) from None
-        self.started, self.options = msg, options
+        self.started, self.options, self.voice = msg, options, voice
         if msg.pacing_lead_ms is not None:
             self.pacing_lead_s = msg.pacing_lead_ms / 1000
         self.put(_Out("msg", None, P.message(
-            "ready", protocol=P.VERSION, voice=voice.name, sample_rate=options.sample_rate, channels=1,
-            encoding=msg.encoding, audio_transport=msg.audio_transport, drafter=drafter, gamma=gamma,
-            latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
+            "ready", protocol=P.VERSION, protocol_version=P.PROTOCOL_VERSION, voice=voice.name,
+            sample_rate=options.sample_rate, channels=1, encoding=msg.encoding, audio_transport=msg.audio_transport,
+            drafter=drafter, gamma=gamma, latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
             pacing_lead_ms=None if self.pacing_lead_s is None else self.pacing_lead_s * 1000,
-            sampling={o.name: getattr(sampling, o.name) for o in SAMPLING_OPTIONS},
-            max_text_chars=cfg.max_text_chars, drafters=voice.drafter_names)))
+            sampling={o.name: getattr(sampling, o.name) for o in SAMPLING_OPTIONS}, speed=options.speed,
+            word_timestamps=msg.word_timestamps, phoneme_timestamps=msg.phoneme_timestamps, strict=msg.strict,
+            ignored_fields=list(msg.ignored), max_text_chars=cfg.max_text_chars, drafters=voice.drafter_names,
+            voices=self.voices.names)))
+
+    @staticmethod
+    def _check_voice(voice: Voice, options: SynthesisOptions) -> None:
+        """What a voice without a duration predictor cannot do: change its speed, time its words."""
+        if voice.duration is None and (options.speed != 1.0 or options.timestamps):
+            raise ValueError(f"voice {voice.name!r} has no duration predictor: it cannot change its speed or "
+                             "send timestamps")
+
+    def _context_options(self, ctx: _Context, msg: P.Text) -> None:
+        """A new context's voice and options: the session's, with its first text's own on top."""
+        o = dict(msg.options)
+        voice = self._voice(o.pop("voice"), ctx.id) if "voice" in o else self.voice
+        base = self.options
+        drafter = base.drafter if base.drafter in voice.drafter_names else voice.config.default_drafter
+        try:
+            own = {k: o.pop(k) for k in list(o) if k not in ("speed", "seed")}
+            sampling = replace(voice.sampling, **{**self.started.sampling_overrides(), **own})
+            decode = replace(base.decode, sampling=sampling, seed=o.get("seed", base.decode.seed))
+            options = replace(base, decode=decode, drafter=drafter, speed=o.get("speed", base.speed))
+            self._check_voice(voice, options)
+        except ValueError as e:
+            raise P.ProtocolError(P.BAD_OPTION, str(e), ctx.id) from None
+        ctx.voice, ctx.options = voice, options
 
     def _context(self, cid: str, create: bool) -> _Context | None:
         ctx = self.contexts.get(cid)
@@ -328,7 +409,20 @@ class Session:
 
     def _text(self, msg: P.Text) -> None:
         cid = msg.context_id
+        new = cid not in self.contexts
+        if not new and msg.options:
+            raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has begun: its options ({', '.join(msg.options)}) "
+                                  "go on its first text message", cid)
+        if new and msg.options:  # checked before the context exists: a rejected first text leaves nothing behind
+            probe = _Context(cid)
+            self._context_options(probe, msg)
         ctx = self._context(cid, create=True)
+        if ctx.voice is None:
+            if msg.options:
+                ctx.voice, ctx.options = probe.voice, probe.options
+            else:
+                ctx.voice, ctx.options = self.voice, self.options
+            ctx.encoder = make_encoder(self.started.encoding, self.options.sample_rate)
         if ctx.ended:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has ended; use a new context_id", cid)
         if not self.text_chars.take(len(msg.text)):
@@ -340,7 +434,7 @@ class Session:
             raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: the context would have {ctx.chars + len(msg.text)} "
                                   f"characters; the limit is {limit}", cid)
         buffer = ctx.buffer + msg.text
-        frontend_max = self.voice.frontend.max_chars
+        frontend_max = ctx.voice.frontend.max_chars
         if len(unicodedata.normalize("NFKC", buffer)) > frontend_max:
             raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: over {frontend_max} characters without a sentence "
                                   "end; send 'flush' or end sentences with punctuation", cid)
@@ -354,14 +448,14 @@ class Session:
     def _synthesize(self, ctx: _Context, text: str) -> bool:
         """Hand text to the context's stream (created on its first speakable text); False if
         nothing in it is speakable (streamed pieces often are only punctuation)."""
-        voice = self.voice
+        voice = ctx.voice
         try:
             sentences = voice.frontend.sentences(text)
         except TextError:
             return False
         if ctx.job is None:
             ctx.t_ready = time.perf_counter()
-            stream = IncrementalStream(voice, text, self.options)
+            stream = IncrementalStream(voice, text, ctx.options)
             ctx.job = Job(stream, ctx, self, self.credits, self.pacing_lead_s)
             self.worker.add(ctx.job)
         else:
@@ -395,7 +489,9 @@ class Session:
         cid = msg.context_id
         ctx = self._context(cid, create=False)
         if ctx is None:
-            raise P.ProtocolError(P.UNKNOWN_CONTEXT, f"no active context {cid!r} (send 'text' first)", cid)
+            # context_ended: no `done` will come for it (its text never began one, or was rejected)
+            self.error(P.UNKNOWN_CONTEXT, f"no active context {cid!r} (send 'text' first)", cid, ended=True)
+            return
         if ctx.ended:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has already ended", cid)
         ctx.ended = True
@@ -478,7 +574,7 @@ class Session:
                     await ws.close(P.CLOSE_INACTIVE, "inactivity timeout")
                     return
                 continue
-            self.handle(recv.result())
+            await self.receive(recv.result())
             idle_since = time.monotonic()
 
     async def _drain(self, timeout: float = 2.0) -> None:

@@ -11,6 +11,7 @@ class PcmPlayer extends AudioWorkletProcessor {
   constructor(options) {
     super();
     this.prebuffer = (options.processorOptions && options.processorOptions.prebuffer) || 0;
+    this.gen = 0; // echoed in reports, so the page can drop those made before its last reset
     this.reset();
     this.port.onmessage = (e) => {
       const m = e.data;
@@ -21,6 +22,7 @@ class PcmPlayer extends AudioWorkletProcessor {
         this.ended = true;
       } else if (m.type === "reset") {
         this.reset();
+        this.gen = m.gen || 0;
       }
     };
   }
@@ -76,7 +78,7 @@ class PcmPlayer extends AudioWorkletProcessor {
     const finished = this.ended && this.queued === 0 && this.started && !this.drained;
     if (this.blocks * out.length >= sampleRate / 20 || finished) {
       this.port.postMessage({
-        type: "level", rms: Math.sqrt(this.sumSq / (this.blocks * out.length)), peak: this.peak,
+        type: "level", gen: this.gen, rms: Math.sqrt(this.sumSq / (this.blocks * out.length)), peak: this.peak,
         played: this.played, queued: this.queued, underruns: this.underruns,
         underrunMs: (1000 * this.underrunSamples) / sampleRate, drained: finished,
         frame: currentFrame + out.length, playing: this.started && !this.starved && !finished && this.queued > 0,
