@@ -11,6 +11,7 @@ import asyncio
 import base64
 import io
 import json
+import os
 import re
 import socket
 import subprocess
@@ -845,6 +846,12 @@ async def downloaded(page, url: str) -> bytes:
 
 
 @pytest.mark.browser
+def shots(tmp_path):
+    """Where the browser tests' screenshots go: ``samples/`` when VOICESPEC_SCREENSHOTS=1 (to refresh
+    the README's), else the test's own folder, so a test run leaves the checkout clean."""
+    return SAMPLES_DIR if os.environ.get("VOICESPEC_SCREENSHOTS") == "1" else tmp_path
+
+
 def test_browser_player_controls_word_timestamps_and_download(tmp_path, browser_page):
     """The page driven as a user would (drafter, speed, seed, γ and rate set in the DOM, then
     Speak), against the shipped voice (it has a duration predictor: speed and timestamps): it
@@ -866,7 +873,7 @@ def test_browser_player_controls_word_timestamps_and_download(tmp_path, browser_
                 r = await page.wait_result("r.drained || r.errors.length", 60)
                 wav = await downloaded(page, r["download"]["url"]) if r.get("download") else b""
                 figures = await page.text("#figures")
-                await page.screenshot(SAMPLES_DIR / "player.png")
+                await page.screenshot(shots(tmp_path) / "player.png")
                 return r, wav, figures, page.console
 
         r, wav, figures, console = asyncio.run(drive())
@@ -929,7 +936,7 @@ def test_browser_player_shows_errors_where_the_figures_are(tiny_voice, tmp_path,
                 await page.click("#speak")
                 out["voice"] = await page.wait_result("r.errors.length")
                 out["voice_figures"] = await page.text("#figures")
-                await page.screenshot(SAMPLES_DIR / "player-error.png")
+                await page.screenshot(shots(tmp_path) / "player-error.png")
                 # too much text for this server
                 await page.set_value("#voice", tiny_voice.name)
                 await page.set_value("#text", "This sentence is much longer than the sixty characters this server takes.")

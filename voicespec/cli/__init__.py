@@ -96,7 +96,10 @@ def build_parser() -> Parser:
     p = sub.add_parser("serve", help="WebSocket streaming server (protocol v1), /metrics, /healthz and a browser player at /")
     p.add_argument("--host", default=S.host, help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=A.port_arg, default=S.port, help="0 picks a free port")
-    p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
+    p.add_argument("--model", "--voice", dest="model", help="the default voice: a folder or an installed voice name (default: voicespec-tiny)")
+    p.add_argument("--voices", type=lambda v: tuple(x for x in v.split(",") if x),
+                   help="comma-separated voices clients may name besides the default, loaded on first use "
+                        "(default: every installed voice)")
     A.add_device_args(p)
     p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
     p.add_argument("--gamma", type=A.gamma_arg, default=S.gamma, help="default draft length, or 'auto'")

@@ -184,9 +184,14 @@ def add_client_args(p: argparse.ArgumentParser, default_url: str) -> None:
                    f"{', '.join('.' + f for f in AUDIO_FORMATS)} (written atomically)")
     p.add_argument("--url", type=ws_url_arg, default=default_url, help="server WebSocket URL")
     p.add_argument("--api-key", help="API key (sent as Authorization: Bearer)")
+    p.add_argument("--token", help="a short-lived token from the server's GET /v1/token, instead of the key")
     p.add_argument("--sample-rate", type=sample_rate_arg,
-                   help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the voice's)")
-    p.add_argument("--encoding", choices=list(ENCODINGS), default="pcm_s16le", help="PCM encoding of the streamed audio")
+                   help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the voice's; mulaw/alaw: 8000)")
+    p.add_argument("--encoding", choices=list(ENCODINGS), default="pcm_s16le",
+                   help="encoding of the streamed audio: PCM, G.711 mulaw/alaw (8 kHz) or opus (Ogg); the file "
+                        "written is decoded from it")
+    p.add_argument("--speed", type=float, help="speaking speed, 0.5-2 (default: 1, the voice's own pace)")
+    p.add_argument("--word-timestamps", action="store_true", help="ask for word timestamps and print them")
     p.add_argument("--prebuffer-ms", type=positive(float, "prebuffer", allow_zero=True), default=200.0,
                    help="playout simulation: audio buffered before playback starts")
     p.add_argument("--words-per-message", type=positive(int, "words per message", allow_zero=True), default=0,

@@ -196,7 +196,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from voicespec.serve.server import run_server
 
     config = ServerConfig(
-        host=args.host, port=args.port, voice=args.model, drafter=args.drafter, gamma=args.gamma,
+        host=args.host, port=args.port, voice=args.model, voices=args.voices, drafter=args.drafter, gamma=args.gamma,
         max_sessions=args.max_sessions, api_key=args.api_key, allowed_origins=tuple(args.allowed_origin),
         max_text_chars=args.max_text_chars, max_message_bytes=args.max_message_bytes,
         inactivity_timeout_s=args.inactivity_timeout, start_timeout_s=args.start_timeout,

@@ -214,7 +214,8 @@ class TTSClient:
         payload = b"".join(c.payload for c in chunks)
         if self.ready["encoding"] == "opus":
             pcm = decode_opus(payload) if payload else np.zeros(0, np.float32)
-            arrivals = [(c.t - t0, len(c.payload)) for c in chunks]  # bytes: opus pages carry no sample count
+            per_byte = len(pcm) / max(1, len(payload))  # pages carry no sample count: audio by share of the bytes
+            arrivals = [(c.t - t0, round(len(c.payload) * per_byte)) for c in chunks]
         else:
             pcm = np.concatenate([c.pcm for c in chunks]) if chunks else np.zeros(0, np.float32)
             arrivals = [(c.t - t0, c.pcm.size) for c in chunks]
@@ -258,9 +259,10 @@ async def run_client(args: Any) -> dict[str, Any]:
 
     check_audio_path(args.output)
     options = dict(voice=args.voice, sample_rate=args.sample_rate, encoding=args.encoding, drafter=args.drafter,
-                   gamma=args.gamma, latency_budget_ms=args.latency_budget_ms, seed=args.seed,
+                   gamma=args.gamma, latency_budget_ms=args.latency_budget_ms, seed=args.seed, speed=args.speed,
+                   word_timestamps=args.word_timestamps or None,
                    **{o.name: getattr(args, o.name) for o in SAMPLING_OPTIONS})
-    async with TTSClient(args.url, api_key=args.api_key) as client:
+    async with TTSClient(args.url, api_key=args.api_key, token=args.token) as client:
         await client.start(**options)
         result = await client.synthesize(_pieces(args.text, args.words_per_message))
         play = result.playout(args.prebuffer_ms / 1000)
@@ -269,7 +271,7 @@ async def run_client(args: Any) -> dict[str, Any]:
     write_audio_atomic(args.output, result.pcm, result.sample_rate)
     g = gaps([t for t, _ in result.arrivals])
     return {"ttfa_s": result.ttfa_s, "chunks": len(result.arrivals), "max_gap_s": max(g, default=0.0),
-            "playout": play, "server": result.stats, "sample_rate": result.sample_rate}
+            "playout": play, "server": result.stats, "sample_rate": result.sample_rate, "words": result.words}
 
 
 def summary_line(r: dict[str, Any], prebuffer_ms: float) -> str:
@@ -278,4 +280,5 @@ def summary_line(r: dict[str, Any], prebuffer_ms: float) -> str:
     return (f"TTFA {ttfa}  audio {p['audio_s']:.2f}s  chunks {r['chunks']}  max gap {r['max_gap_s'] * 1000:.0f} ms  "
             f"underruns {p['underruns']} (stall {p['stall_s'] * 1000:.0f} ms, prebuffer {prebuffer_ms:g} ms)  "
             f"server RTF {s.get('rtf')}  acceptance {s.get('acceptance')}  "
-            f"mean accepted length {s.get('mean_accepted_length')}")
+            f"mean accepted length {s.get('mean_accepted_length')}"
+            + "".join(f"\n  {w['start_s']:7.3f} {w['end_s']:7.3f}  {w['text']}" for w in r.get("words", [])))
