@@ -30,7 +30,7 @@ def tiny_voice_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_voice(tiny_voice_dir):
-    from voicespec.pipeline.voice import Voice
+    from voicespec.api import Voice  # the pipeline's Voice, with the Python API's say/stream
 
     return Voice.load(tiny_voice_dir)
 

@@ -21,7 +21,7 @@ from typing import Any
 __version__ = "0.2.0"
 
 _EXPORTS = {
-    "Voice": "voicespec.pipeline.voice",
+    "Voice": "voicespec.api",
     "Audio": "voicespec.pipeline.synthesis",
     "AudioChunk": "voicespec.pipeline.synthesis",
     "Timestamp": "voicespec.frontend.timestamps",

@@ -50,7 +50,8 @@ def to_encoding(pcm: torch.Tensor, encoding: str) -> bytes:
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.11/3.12 warn of the removal; 3.13+ use audioop-lts
             import audioop
         return getattr(audioop, G711[encoding])(to_int16(pcm).tobytes(), 2)
-    raise ValueError(f"encoding {encoding!r} is not sample-wise; choose one of f32le, pcm_s16le, {', '.join(G711)}")
+    raise ValueError(f"unknown encoding {encoding!r} for sample-wise coding; choose one of f32le, pcm_s16le, "
+                     f"{', '.join(G711)} (opus keeps state: voicespec.serve.encoders)")
 
 
 class StreamingResampler:
@@ -115,12 +116,15 @@ def check_audio_path(path: str | Path) -> tuple[str, str]:
 
 
 def encode_audio(pcm: np.ndarray | torch.Tensor, sample_rate: int, suffix: str) -> bytes:
-    """A whole file's bytes in the format of extension ``suffix`` (``.wav``, ``.mp3``, ...):
-    16-bit quantized as the stream quantizes, then encoded (lossy for OGG and MP3)."""
-    fmt = check_audio_path("audio" + suffix)
+    """A whole file's bytes in the format of extension ``suffix`` (``.wav``, ``.mp3``, ...)."""
     buf = io.BytesIO()
-    sf.write(buf, to_int16(pcm), sample_rate, format=fmt[0], subtype=fmt[1])
+    _write(buf, pcm, sample_rate, check_audio_path("audio" + suffix))
     return buf.getvalue()
+
+
+def _write(file: IO, pcm: np.ndarray | torch.Tensor, sample_rate: int, fmt: tuple[str, str]) -> None:
+    """16-bit quantized as the stream quantizes, then encoded (lossy for OGG and MP3)."""
+    sf.write(file, to_int16(pcm), sample_rate, format=fmt[0], subtype=fmt[1])
 
 
 @contextmanager
@@ -146,6 +150,6 @@ def atomic_open(path: str | Path, mode: str = "wb", **kw) -> Iterator[IO]:
 
 def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_rate: int) -> None:
     """Write an audio file (format by extension, :data:`FILE_FORMATS`) atomically (see :func:`atomic_open`)."""
-    data = encode_audio(pcm, sample_rate, Path(path).suffix.lower())
+    fmt = check_audio_path(path)
     with atomic_open(path) as f:
-        f.write(data)
+        _write(f, pcm, sample_rate, fmt)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
 import pytest
+import soundfile as sf
 import torch
 import torchaudio.functional as AF
+
+from voicespec.audio import to_int16
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
@@ -87,9 +93,13 @@ def test_bad_text(tiny_voice, text, err):
 
 def test_bad_options(tiny_voice):
     with pytest.raises(ValueError, match="sample_rate"):
-        SynthesisOptions(sample_rate=44100)
+        SynthesisOptions(sample_rate=44000)
+    with pytest.raises(ValueError, match="speed"):
+        SynthesisOptions(speed=3.0)
     with pytest.raises(ValueError, match="unknown drafter"):
         Synthesizer(tiny_voice).stream("hi", options(drafter="nope"))
+    with pytest.raises(ValueError, match="cannot change its speed"):  # no duration predictor
+        Synthesizer(tiny_voice).stream("hi", SynthesisOptions(speed=1.5))
 
 
 def test_aligned_voice_speaks_exactly_its_predicted_durations(aligned_voice):
@@ -101,8 +111,53 @@ def test_aligned_voice_speaks_exactly_its_predicted_durations(aligned_voice):
     for drafter in ("ngram", "draft-model"):
         _, spec_frames = _run(aligned_voice, DecodeConfig(SamplingConfig(temperature=0), gamma=3), drafter)
         assert all(torch.equal(a, b) for a, b in zip(spec_frames, frames))
-    faster = aligned_voice.prompt(aligned_voice.frontend.sentences("Hello there.")[0][1], rate=2.0)
-    slower = aligned_voice.prompt(aligned_voice.frontend.sentences("Hello there.")[0][1], rate=0.5)
+    ids = aligned_voice.frontend.sentences("Hello there.")[0][1]
+    faster = aligned_voice.prompt(ids, aligned_voice.durations(ids, speed=2.0))
+    slower = aligned_voice.prompt(ids, aligned_voice.durations(ids, speed=0.5))
     assert faster.track.shape[0] < slower.track.shape[0]
 
 
+
+
+def test_python_api_say_returns_audio_with_its_rate_words_and_stats(aligned_voice, tmp_path):
+    audio = aligned_voice.say("Hello there. Second one.", seed=3, gamma=2, sample_rate=16000)
+    assert audio.sample_rate == 16000 and audio.pcm.dtype == np.float32
+    assert audio.duration_s == pytest.approx(audio.stats.audio_s) and audio.stats.sentences == 2
+    assert [w.text for w in audio.words] == ["hello", "there", "second", "one"]
+    for ext in ("wav", "flac", "ogg", "mp3"):
+        path = audio.save(tmp_path / f"a.{ext}")
+        data, rate = sf.read(path)
+        assert rate == 16000 and abs(len(data) - len(audio.pcm)) <= 0.1 * len(audio.pcm), ext
+    wav, rate = sf.read(io.BytesIO(audio.to_bytes("wav")), dtype="int16")
+    assert np.array_equal(wav, to_int16(audio.pcm))  # quantized as the stream quantizes
+    assert "<audio" in audio._repr_html_() and repr(audio).startswith(f"Audio({audio.duration_s:.2f} s at 16000 Hz")
+    again = aligned_voice.say("Hello there. Second one.", seed=3, gamma=2, sample_rate=16000)
+    assert np.array_equal(again.pcm, audio.pcm)  # seeded: reproducible
+    chunks = list(aligned_voice.stream("Hello there. Second one.", seed=3, gamma=2, sample_rate=16000))
+    assert np.array_equal(np.concatenate([c.pcm.numpy() for c in chunks]), audio.pcm)
+
+
+def test_python_api_speed_scales_durations_and_rejects_unknown_options(aligned_voice):
+    normal = aligned_voice.say("Hello there, my friend.", temperature=0)
+    fast = aligned_voice.say("Hello there, my friend.", temperature=0, speed=2.0)
+    assert 0.35 < len(fast.pcm) / len(normal.pcm) < 0.65
+    assert fast.words[-1].end_s < normal.words[-1].end_s
+    with pytest.raises(TypeError, match="temprature"):
+        aligned_voice.say("Hi.", temprature=0.5)
+    with pytest.raises(ValueError, match="speed"):
+        aligned_voice.say("Hi.", speed=5)
+
+
+def test_from_pretrained_finds_voices_by_name_and_path(tmp_path, monkeypatch, tiny_voice_dir):
+    import voicespec
+    from voicespec.pipeline.voice import resolve_voice, voice_names
+
+    monkeypatch.setenv("VOICESPEC_VOICES", str(tiny_voice_dir.parent))
+    assert tiny_voice_dir.name in voice_names() and "voicespec-tiny" in voice_names()
+    assert resolve_voice(tiny_voice_dir.name) == tiny_voice_dir
+    voice = voicespec.Voice.from_pretrained(tiny_voice_dir.name, device="cpu")
+    assert voice.name == voicespec.Voice.from_pretrained(str(tiny_voice_dir), device="cpu").name
+    with pytest.raises(FileNotFoundError, match="unknown voice 'nobody'.*known voices"):
+        resolve_voice("nobody")
+    with pytest.raises(FileNotFoundError, match="no such voice folder"):
+        resolve_voice(str(tmp_path / "missing"))

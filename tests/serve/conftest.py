@@ -202,6 +202,6 @@ def timed_voice(tmp_path_factory):
     """A tiny random-weight voice with a duration predictor (coarse-first, phonemes, as the
     shipped one): it can change speed and time its words."""
     from voicespec.pipeline.tiny import build_tiny_voice
-    from voicespec.pipeline.voice import Voice
+    from voicespec.api import Voice  # the pipeline's Voice, with the Python API's say/stream
 
     return Voice.load(build_tiny_voice(tmp_path_factory.mktemp("voices") / "timed", layout="coarse"))

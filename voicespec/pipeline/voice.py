@@ -151,23 +151,6 @@ class Voice:
         with quiet_loading():
             return cls.load(resolve_voice(name_or_path), device, dtype)
 
-    def say(self, text: str, **options: Any):
-        """Synthesize ``text`` whole: an :class:`~voicespec.pipeline.synthesis.Audio` (samples,
-        rate, word timestamps, stats; ``.save(path)``). Options: ``seed``, ``speed``, ``drafter``,
-        ``gamma``, ``sample_rate`` and sampling fields (``temperature``, ``top_k``, ...), see
-        :func:`~voicespec.pipeline.synthesis.request_options`."""
-        from voicespec.pipeline.synthesis import collect  # synthesis builds on this module
-
-        return collect(self.stream(text, **options))
-
-    def stream(self, text: str, **options: Any):
-        """Synthesize ``text`` as it is made: iterate for
-        :class:`~voicespec.pipeline.synthesis.AudioChunk` s (``.pcm``, float32 at
-        ``stream.stats.sample_rate``); the same options as :meth:`say`."""
-        from voicespec.pipeline.synthesis import SynthesisStream, request_options
-
-        return SynthesisStream(self, text, request_options(self, **options))
-
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", dtype: str = "float32") -> Voice:
         """The voice in folder ``path``, its LM (target and draft models) on ``device`` in ``dtype``
