@@ -128,16 +128,60 @@ class BatchConfig:
     report_every: int = 100  # without a bar: one progress line on stderr per this many items (0: none)
 
 
+def synthesizers(default: str | None, device: str = "cpu", dtype: str = "float32") -> Callable[[str | None], Synthesizer]:
+    """``synthesizer_for(name)``: one loaded voice per name (None: ``default``), loaded on first use."""
+    from voicespec.pipeline.voice import load_voice
+
+    voices: dict[str | None, Synthesizer] = {}
+
+    def synthesizer_for(name: str | None) -> Synthesizer:
+        key = name or default
+        if key not in voices:
+            voices[key] = Synthesizer(load_voice(key, device, dtype))
+        return voices[key]
+
+    return synthesizer_for
+
+
+def open_journal(config: BatchConfig) -> dict[str, dict[str, Any]]:
+    """Make the output folder; the journal of the run being resumed (or none: it is cleared)."""
+    config.out_dir.mkdir(parents=True, exist_ok=True)
+    journal_path = config.out_dir / PROGRESS
+    if config.resume:
+        return _load_progress(journal_path)
+    journal_path.unlink(missing_ok=True)
+    return {}
+
+
+def settled(item: Item | BadLine, config: BatchConfig, previous: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The record of an item that needs no synthesis (a bad line: failed; done before, on --resume:
+    skipped), or None: synthesize it (to :func:`target_of`)."""
+    if isinstance(item, BadLine):
+        named = {"id": item.id} if item.id is not None else {}
+        return {**named, "line": item.line, "status": "failed", "error": item.error}
+    if config.resume and _done(previous, item.id, target_of(item, config)):
+        return dict(previous[item.id], status="skipped")
+    return None
+
+
+def target_of(item: Item, config: BatchConfig) -> Path:
+    return config.out_dir / f"{item.id}.{config.fmt}"
+
+
+def finish(records: list[dict[str, Any]], config: BatchConfig, wall_s: float) -> dict[str, Any]:
+    """Write and return the summary, records in input order."""
+    summary = _summarize(sorted(records, key=lambda r: r["line"]), wall_s)
+    (config.out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
 def run_batch(
     items: list[Item | BadLine], config: BatchConfig, synthesizer_for: Callable[[str | None], Synthesizer]
 ) -> dict[str, Any]:
     """Synthesize every item; return (and write) the summary."""
     out = config.out_dir
-    out.mkdir(parents=True, exist_ok=True)
+    previous = open_journal(config)
     journal_path = out / PROGRESS
-    previous = _load_progress(journal_path) if config.resume else {}
-    if not config.resume:
-        journal_path.unlink(missing_ok=True)
     records: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     bar_on = sys.stderr.isatty() if config.progress_bar is None else config.progress_bar
@@ -152,24 +196,19 @@ def run_batch(
                 journal.flush()
             if not bar_on and config.report_every and n % config.report_every == 0 and n < len(items):
                 print(f"synth: {n}/{len(items)} items, {failed} failed", file=sys.stderr, flush=True)
-    summary = _summarize(records, time.perf_counter() - t_start)
-    (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    return finish(records, config, time.perf_counter() - t_start)
 
 
 def _run_item(item: Item | BadLine, out: Path, config: BatchConfig, previous: dict[str, dict[str, Any]],
               synthesizer_for) -> dict[str, Any]:
     """One input line's record: failed (a bad line), skipped (done before, on --resume) or synthesized."""
-    if isinstance(item, BadLine):
-        named = {"id": item.id} if item.id is not None else {}
-        return {**named, "line": item.line, "status": "failed", "error": item.error}
-    target = out / f"{item.id}.{config.fmt}"
-    if config.resume and _done(previous, item.id, target):
-        return dict(previous[item.id], status="skipped")
-    return _synthesize_item(item, target, config.options, synthesizer_for)
+    rec = settled(item, config, previous)
+    return rec if rec is not None else synthesize_item(item, target_of(item, config), config.options, synthesizer_for)
 
 
-def _synthesize_item(item: Item, target: Path, base: SynthesisOptions, synthesizer_for) -> dict[str, Any]:
+def synthesize_item(item: Item, target: Path, base: SynthesisOptions, synthesizer_for) -> dict[str, Any]:
+    """Synthesize one item to ``target`` (atomically); its journal record, ``failed`` with the
+    reason if it could not be made. Seeded by its line: the same file whoever runs it."""
     rec: dict[str, Any] = {"id": item.id, "line": item.index}
     t0 = time.perf_counter()
     try:

@@ -77,6 +77,11 @@ def build_parser() -> Parser:
                    help="skip ids already written (journalled in progress.jsonl, file present); retry failed ones")
     A.add_voice_args(p)
     p.add_argument("--speed", type=A.speed_arg, default=1.0, help=f"{A.SPEED_HELP}; a line's 'speed' overrides it")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="run on Ray Data: a cluster's address (ray://HOST:10001 or auto), or none for a local Ray "
+                        "on this machine's cores (needs the `cluster` extra); same files as without")
+    p.add_argument("--ray-workers", type=A.positive(int, "ray workers"),
+                   help="voice-holding actors, one CPU each (default: the cluster's CPUs)")
     A.add_decoding_args(p, gamma_default=4)
     p.set_defaults(func=_cmd("cmd_synth"))
 
@@ -119,6 +124,14 @@ def build_parser() -> Parser:
     p.add_argument("--frame-cache-mb", type=A.positive(float, "frame cache MB", allow_zero=True), default=S.frame_cache_mb,
                    help="replay repeated sentences from a cache of their decoded frames this big; 0: off")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="serve as a Ray Serve application (replicas each holding the voice, one ingress on --ray-port): "
+                        "a cluster's address, or none for a local Ray (needs the `cluster` extra)")
+    p.add_argument("--ray-replicas", type=A.positive(int, "replicas"), default=2, help="replicas at start")
+    p.add_argument("--ray-max-replicas", type=A.positive(int, "max replicas"), help="autoscale up to this many (default: --ray-replicas)")
+    p.add_argument("--ray-sessions-per-replica", type=A.positive(int, "sessions per replica"), default=8,
+                   help="the autoscaler's target of active sessions per replica")
+    p.add_argument("--ray-port", type=A.port_arg, default=8000, help="the ingress's port (Serve's HTTP proxy)")
     p.set_defaults(func=_cmd("cmd_serve"))
 
     p = sub.add_parser("stress", help="the server on loopback against hostile clients: fuzz flood, disconnect storm, soak; one table")

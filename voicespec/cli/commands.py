@@ -103,26 +103,23 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from voicespec.batch import SUMMARY, BatchConfig, failure_lines, read_items, run_batch
-    from voicespec.pipeline.synthesis import Synthesizer
-    from voicespec.pipeline.voice import load_voice
+    from voicespec.batch import SUMMARY, BatchConfig, failure_lines, read_items, run_batch, synthesizers
 
     src = Path(args.input)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such input file")
-    voices: dict[str | None, Synthesizer] = {}
-
-    def synthesizer_for(name: str | None) -> Synthesizer:
-        key = name or args.model
-        if key not in voices:
-            voices[key] = Synthesizer(load_voice(key, args.device, args.dtype))
-        return voices[key]
-
+    synthesizer_for = synthesizers(args.model, args.device, args.dtype)
     default = synthesizer_for(None)  # the default voice must load, or nothing can be done
     out = Path(args.output)
     config = BatchConfig(out, synthesis_options(args, default.voice), args.format, args.resume,
                          progress_bar=sys.stderr.isatty())
-    summary = run_batch(read_items(src), config, synthesizer_for)
+    if args.ray is not None:
+        from voicespec.cluster.synth import RayConfig, run_batch_ray
+
+        ray = RayConfig(None if args.ray == "local" else args.ray, args.ray_workers, args.model, args.device, args.dtype)
+        summary = run_batch_ray(read_items(src), config, ray)
+    else:
+        summary = run_batch(read_items(src), config, synthesizer_for)
     for line in failure_lines(summary, out / SUMMARY):  # on stderr, like every error
         print(line, file=sys.stderr)
     print(
@@ -204,6 +201,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_sessions_per_address=args.max_sessions_per_address, stalled_send_timeout_s=args.stalled_send_timeout,
         max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
     )
+
+    if args.ray is not None:
+        from voicespec.cluster.serve import RayServeConfig, run
+
+        top = max(args.ray_replicas, args.ray_max_replicas or args.ray_replicas)
+        run(config, RayServeConfig(replicas=args.ray_replicas, min_replicas=1 if args.ray_max_replicas else args.ray_replicas, max_replicas=top,
+                                   sessions_per_replica=args.ray_sessions_per_replica, port=args.ray_port),
+            None if args.ray == "local" else args.ray)
+        return 0
 
     def ready(server) -> None:
         url = f"{config.host}:{server.port}"

@@ -1,0 +1,273 @@
+"""``voicespec serve --ray``: the WebSocket server as a Ray Serve application.
+
+Each replica (:class:`VoiceReplica`) runs a whole :class:`~voicespec.serve.server.TTSServer` — a
+voice, the batched engine, protocol 1.1 — on a port of its node. The ingress (:class:`Ingress`, a
+FastAPI deployment behind Serve's HTTP proxy) takes each client's WebSocket, asks Serve for a
+replica and relays the socket both ways, message for message: the protocol is the plain server's.
+A session *is* a request to Serve (a streaming call held open for the socket's life), so Serve's
+router (the less loaded of two replicas) and its autoscaler (``target_ongoing_requests``) both
+count active sessions, and a session stays on its replica. A replica that dies ends the sockets
+it held with ``error`` ``replica_lost`` (fatal) and close 1011; clients reconnect, the other
+replicas go on. ``/healthz`` and ``/metrics`` add up every replica's (labelled ``replica``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import Response
+from ray import serve
+from starlette.websockets import WebSocketDisconnect
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus
+
+from voicespec.serve import protocol as P
+from voicespec.serve.config import ServerConfig
+
+REPLICA_LOST = "replica_lost"
+REGISTRY = "voicespec-replicas"  # the named actor where replicas say where they listen
+
+
+@dataclass(frozen=True)
+class RayServeConfig:
+    replicas: int = 2  # at start; autoscaled between min and max on active sessions
+    min_replicas: int = 1
+    max_replicas: int = 2
+    sessions_per_replica: int = 8  # the autoscaler's target of active sessions per replica
+    replica_cpus: float = 1.0
+    port: int = 8000  # Serve's HTTP proxy: the one address clients use
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+class Registry:
+    """Where each live replica listens (replica id → base URL): what /healthz and /metrics ask."""
+
+    def __init__(self) -> None:
+        self.urls: dict[str, str] = {}
+
+    def add(self, replica: str, url: str) -> None:
+        self.urls[replica] = url
+
+    def remove(self, replica: str) -> None:
+        self.urls.pop(replica, None)
+
+    def all(self) -> dict[str, str]:
+        return dict(self.urls)
+
+
+class VoiceReplica:
+    """One voice server on this node's address, on a port of its own."""
+
+    async def __init__(self, config: ServerConfig, registry) -> None:
+        from voicespec.serve.server import TTSServer
+
+        host = socket.gethostbyname(socket.gethostname()) if config.host == "0.0.0.0" else config.host
+        self.server = TTSServer(replace(config, port=0))
+        await self.server.start()
+        self.base = f"http://{host}:{self.server.port}"
+        self.id = serve.get_replica_context().replica_tag
+        self.registry = registry
+        await registry.add.remote(self.id, self.base)
+
+    async def session(self):
+        """A relayed socket's ticket: where to connect; held open (an ongoing request) until the
+        ingress cancels it when the socket ends."""
+        yield self.base.replace("http://", "ws://") + P.WS_PATH
+        await asyncio.Event().wait()
+
+    async def __del__(self) -> None:
+        await self.server.stop()
+
+
+class Ingress:
+    """Clients' one address: WebSockets relayed to replicas, HTTP pages from any replica."""
+
+    def __init__(self, replicas, registry) -> None:
+        self.replicas, self.registry = replicas, registry
+
+    async def stream(self, ws: WebSocket) -> None:
+        ticket = self.replicas.session.options(stream=True).remote()
+        try:
+            url = await ticket.__anext__()
+            query = ws.url.query
+            headers = {k: v for k, v in ws.headers.items() if k.lower() in ("authorization", "origin")}
+            try:
+                upstream = await connect(url + (f"?{query}" if query else ""), additional_headers=headers,
+                                         max_size=None, compression=None, ping_interval=None)
+            except InvalidStatus as e:  # the replica refused the handshake (key, origin): so does the ingress
+                await ws.send_denial_response(Response(e.response.body, e.response.status_code,
+                                                       media_type="application/json"))
+                return
+            await ws.accept()
+            await relay(ws, upstream)
+        finally:
+            ticket.cancel()
+
+    async def page(self, request: Request) -> Response:
+        """Any other GET: the same page of some live replica (the player, /v1/voices, /protocol)."""
+        if request.url.path == "/healthz":
+            return await self.healthz()
+        if request.url.path == "/metrics":
+            return await self.metrics(request)
+        urls = list((await self.registry.all.remote()).values())
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        for base in urls:
+            got = await fetch(base + path, dict(request.headers))
+            if got is not None:
+                return Response(got[2], got[0], media_type=got[1])
+        return Response(json.dumps({"error": "unavailable", "message": "no replica is up"}), 503,
+                        media_type="application/json")
+
+    async def healthz(self) -> Response:
+        replicas = {}
+        for rid, base in (await self.registry.all.remote()).items():
+            got = await fetch(base + "/healthz", {})
+            replicas[rid] = json.loads(got[2]) if got and got[0] == 200 else {"ok": False}
+        up = [r for r in replicas.values() if r.get("ok")]
+        body = {"ok": bool(up), "replicas": replicas, "sessions": sum(r["sessions"] for r in up),
+                "max_sessions": sum(r["max_sessions"] for r in up), "protocol": P.VERSION,
+                "protocol_version": P.PROTOCOL_VERSION}
+        return Response(json.dumps(body), 200 if up else 503, media_type="application/json")
+
+    async def metrics(self, request: Request) -> Response:
+        texts = {}
+        for rid, base in (await self.registry.all.remote()).items():
+            got = await fetch(base + "/metrics", dict(request.headers))
+            if got is not None and got[0] != 200:
+                return Response(got[2], got[0], media_type=got[1])
+            if got is not None:
+                texts[rid] = got[2].decode()
+        return Response(merge_metrics(texts), 200, media_type="text/plain; version=0.0.4")
+
+
+async def relay(ws: WebSocket, upstream) -> None:
+    """Both directions until either side ends; the replica's close code and reason reach the
+    client, and a replica gone without a close frame becomes ``replica_lost``."""
+
+    async def up() -> None:
+        try:
+            while True:
+                msg = await ws.receive()
+                if msg["type"] == "websocket.disconnect":
+                    return
+                await upstream.send(msg["bytes"] if msg.get("bytes") is not None else msg.get("text", ""))
+        except (WebSocketDisconnect, ConnectionClosed):
+            return
+
+    async def down() -> tuple[int, str] | None:
+        try:
+            async for msg in upstream:
+                await (ws.send_bytes(msg) if isinstance(msg, bytes) else ws.send_text(msg))
+        except ConnectionClosedOK:
+            pass
+        except ConnectionClosed:
+            if upstream.close_code is None or upstream.close_code == 1006:
+                return None  # no close frame: the replica is gone
+        return upstream.close_code or P.CLOSE_NORMAL, upstream.close_reason or ""
+
+    tasks = {asyncio.ensure_future(up()): "up", asyncio.ensure_future(down()): "down"}
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for t in pending:
+        t.cancel()
+    first = done.pop()
+    if tasks[first] == "up":  # the client left
+        await upstream.close()
+        return
+    closed = first.result()
+    try:
+        if closed is None:
+            await ws.send_text(P.error_message(REPLICA_LOST, "the server replica holding this session stopped; "
+                                               "reconnect to continue on another", fatal=True))
+            await ws.close(P.CLOSE_INTERNAL, "replica lost")
+        else:
+            await ws.close(*closed)
+    except (RuntimeError, WebSocketDisconnect):
+        pass  # the client is gone too
+
+
+async def fetch(url: str, headers: dict[str, str]) -> tuple[int, str, bytes] | None:
+    """GET on a thread: (status, content type, body), or None if the replica does not answer."""
+    def get() -> tuple[int, str, bytes] | None:
+        req = urllib.request.Request(url, headers={k: v for k, v in headers.items() if k.lower() in ("authorization",)})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, r.headers.get("Content-Type", ""), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("Content-Type", ""), e.read()
+        except OSError:
+            return None
+
+    return await asyncio.to_thread(get)
+
+
+def merge_metrics(texts: dict[str, str]) -> str:
+    """Prometheus expositions of several replicas as one, each sample labelled with its replica."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.samples import Sample
+
+    families: dict[str, Any] = {}
+    for rid, text in texts.items():
+        for fam in text_string_to_metric_families(text):
+            samples = [Sample(s.name, {**s.labels, "replica": rid}, s.value, s.timestamp, s.exemplar)
+                       for s in fam.samples]
+            if fam.name in families:
+                families[fam.name].samples.extend(samples)
+            else:
+                fam.samples = samples
+                families[fam.name] = fam
+
+    class Merged:
+        def collect(self):
+            return list(families.values())
+
+    return generate_latest(Merged()).decode()
+
+
+def build_app(config: ServerConfig, ray_config: RayServeConfig):
+    """The Serve application: a registry, the voice replicas, the ingress."""
+    app = FastAPI()
+
+    @serve.deployment(ray_actor_options={"num_cpus": 0})
+    @serve.ingress(app)
+    class VoiceIngress(Ingress):
+        @app.websocket(P.WS_PATH)
+        async def ws(self, websocket: WebSocket) -> None:
+            await self.stream(websocket)
+
+        @app.get("/{path:path}")
+        async def get(self, request: Request) -> Response:
+            return await self.page(request)
+
+    registry = Registry.bind()
+    replica = serve.deployment(
+        VoiceReplica, ray_actor_options={"num_cpus": ray_config.replica_cpus},
+        max_ongoing_requests=config.max_sessions,
+        autoscaling_config={"min_replicas": ray_config.min_replicas, "max_replicas": ray_config.max_replicas,
+                            "initial_replicas": ray_config.replicas,
+                            "target_ongoing_requests": ray_config.sessions_per_replica},
+    ).bind(config, registry)
+    return VoiceIngress.bind(replica, registry)
+
+
+def run(config: ServerConfig, ray_config: RayServeConfig, address: str | None = None) -> None:
+    """Start (or join) Ray, deploy, and serve until interrupted."""
+    import time
+
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    serve.start(http_options={"host": config.host, "port": ray_config.port})
+    serve.run(build_app(config, ray_config), name="voicespec", route_prefix="/")
+    print(f"serving on Ray: player http://{config.host}:{ray_config.port}/  WebSocket "
+          f"ws://{config.host}:{ray_config.port}{P.WS_PATH}", flush=True)
+    while True:
+        time.sleep(3600)
