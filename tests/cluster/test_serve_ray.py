@@ -19,7 +19,7 @@ serve = pytest.importorskip("ray.serve")
 from voicespec.audio import to_encoding  # noqa: E402
 from voicespec.engine.config import DecodeConfig  # noqa: E402
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer  # noqa: E402
-from voicespec.serve.client import ServerError, TTSClient  # noqa: E402
+from voicespec.serve.client import TTSClient  # noqa: E402
 from voicespec.serve.config import ServerConfig  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -96,8 +96,8 @@ def test_a_killed_replica_ends_only_its_own_sessions(cluster, tiny_voice):
                     elif item["type"] == "error":
                         return "error", item
                 return "done", b"".join(chunks)
-            except (ServerError, ConnectionError) as e:
-                return "lost", repr(e)
+            except ConnectionError:
+                return "lost", client.fatal
 
     async def go():
         a_started, b_started = asyncio.Event(), asyncio.Event()
@@ -114,8 +114,8 @@ def test_a_killed_replica_ends_only_its_own_sessions(cluster, tiny_voice):
 
     outcomes = asyncio.run(asyncio.wait_for(go(), 180))
     kinds = sorted(o[0] for o in outcomes)
-    assert kinds == ["done", "error"], outcomes
-    lost = next(o[1] for o in outcomes if o[0] == "error")
+    assert kinds == ["done", "lost"], outcomes
+    lost = next(o[1] for o in outcomes if o[0] == "lost")
     assert lost["code"] == "replica_lost" and lost["fatal"]
     finished = next(o[1] for o in outcomes if o[0] == "done")
     assert finished == offline(tiny_voice, long_text)

@@ -11,27 +11,23 @@ it held with ``error`` ``replica_lost`` (fatal) and close 1011; clients reconnec
 replicas go on. ``/healthz`` and ``/metrics`` add up every replica's (labelled ``replica``).
 """
 
-from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, replace
-from typing import Any
 
-from fastapi import FastAPI, Request, WebSocket
+from fastapi import FastAPI, Request, WebSocket  # real annotations below: FastAPI reads them (no __future__ import)
 from fastapi.responses import Response
 from ray import serve
-from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, ConnectionClosedOK, InvalidStatus
+from websockets.exceptions import InvalidStatus
 
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
 
-REPLICA_LOST = "replica_lost"
+log = logging.getLogger("ray.serve")
 REGISTRY = "voicespec-replicas"  # the named actor where replicas say where they listen
 
 
@@ -86,14 +82,31 @@ class VoiceReplica:
         await self.server.stop()
 
 
-class Ingress:
-    """Clients' one address: WebSockets relayed to replicas, HTTP pages from any replica."""
+app = FastAPI()  # the ingress's routes (Serve's documented pattern: the app at module level)
+
+
+@serve.deployment
+@serve.ingress(app)
+class VoiceIngress:
+    """Clients' one address: WebSockets relayed to replicas, HTTP pages from any replica.
+    (``serve.deployment`` pickles the class as it is defined: what its methods use is defined above
+    it or imported where it runs.)"""
 
     def __init__(self, replicas, registry) -> None:
         self.replicas, self.registry = replicas, registry
 
+    @app.websocket(P.WS_PATH)
     async def stream(self, ws: WebSocket) -> None:
         ticket = self.replicas.session.options(stream=True).remote()
+        try:
+            await self._stream(ws, ticket)
+        except Exception:
+            log.exception("relaying a session failed")
+            raise
+
+    async def _stream(self, ws: WebSocket, ticket) -> None:
+        from voicespec.cluster.relay import relay
+
         try:
             url = await ticket.__anext__()
             query = ws.url.query
@@ -110,8 +123,11 @@ class Ingress:
         finally:
             ticket.cancel()
 
+    @app.get("/{path:path}")
     async def page(self, request: Request) -> Response:
         """Any other GET: the same page of some live replica (the player, /v1/voices, /protocol)."""
+        from voicespec.cluster.relay import fetch
+
         if request.url.path == "/healthz":
             return await self.healthz()
         if request.url.path == "/metrics":
@@ -126,6 +142,8 @@ class Ingress:
                         media_type="application/json")
 
     async def healthz(self) -> Response:
+        from voicespec.cluster.relay import fetch
+
         replicas = {}
         for rid, base in (await self.registry.all.remote()).items():
             got = await fetch(base + "/healthz", {})
@@ -137,6 +155,8 @@ class Ingress:
         return Response(json.dumps(body), 200 if up else 503, media_type="application/json")
 
     async def metrics(self, request: Request) -> Response:
+        from voicespec.cluster.relay import fetch, merge_metrics
+
         texts = {}
         for rid, base in (await self.registry.all.remote()).items():
             got = await fetch(base + "/metrics", dict(request.headers))
@@ -147,105 +167,8 @@ class Ingress:
         return Response(merge_metrics(texts), 200, media_type="text/plain; version=0.0.4")
 
 
-async def relay(ws: WebSocket, upstream) -> None:
-    """Both directions until either side ends; the replica's close code and reason reach the
-    client, and a replica gone without a close frame becomes ``replica_lost``."""
-
-    async def up() -> None:
-        try:
-            while True:
-                msg = await ws.receive()
-                if msg["type"] == "websocket.disconnect":
-                    return
-                await upstream.send(msg["bytes"] if msg.get("bytes") is not None else msg.get("text", ""))
-        except (WebSocketDisconnect, ConnectionClosed):
-            return
-
-    async def down() -> tuple[int, str] | None:
-        try:
-            async for msg in upstream:
-                await (ws.send_bytes(msg) if isinstance(msg, bytes) else ws.send_text(msg))
-        except ConnectionClosedOK:
-            pass
-        except ConnectionClosed:
-            if upstream.close_code is None or upstream.close_code == 1006:
-                return None  # no close frame: the replica is gone
-        return upstream.close_code or P.CLOSE_NORMAL, upstream.close_reason or ""
-
-    tasks = {asyncio.ensure_future(up()): "up", asyncio.ensure_future(down()): "down"}
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for t in pending:
-        t.cancel()
-    first = done.pop()
-    if tasks[first] == "up":  # the client left
-        await upstream.close()
-        return
-    closed = first.result()
-    try:
-        if closed is None:
-            await ws.send_text(P.error_message(REPLICA_LOST, "the server replica holding this session stopped; "
-                                               "reconnect to continue on another", fatal=True))
-            await ws.close(P.CLOSE_INTERNAL, "replica lost")
-        else:
-            await ws.close(*closed)
-    except (RuntimeError, WebSocketDisconnect):
-        pass  # the client is gone too
-
-
-async def fetch(url: str, headers: dict[str, str]) -> tuple[int, str, bytes] | None:
-    """GET on a thread: (status, content type, body), or None if the replica does not answer."""
-    def get() -> tuple[int, str, bytes] | None:
-        req = urllib.request.Request(url, headers={k: v for k, v in headers.items() if k.lower() in ("authorization",)})
-        try:
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return r.status, r.headers.get("Content-Type", ""), r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.headers.get("Content-Type", ""), e.read()
-        except OSError:
-            return None
-
-    return await asyncio.to_thread(get)
-
-
-def merge_metrics(texts: dict[str, str]) -> str:
-    """Prometheus expositions of several replicas as one, each sample labelled with its replica."""
-    from prometheus_client.exposition import generate_latest
-    from prometheus_client.parser import text_string_to_metric_families
-    from prometheus_client.samples import Sample
-
-    families: dict[str, Any] = {}
-    for rid, text in texts.items():
-        for fam in text_string_to_metric_families(text):
-            samples = [Sample(s.name, {**s.labels, "replica": rid}, s.value, s.timestamp, s.exemplar)
-                       for s in fam.samples]
-            if fam.name in families:
-                families[fam.name].samples.extend(samples)
-            else:
-                fam.samples = samples
-                families[fam.name] = fam
-
-    class Merged:
-        def collect(self):
-            return list(families.values())
-
-    return generate_latest(Merged()).decode()
-
-
 def build_app(config: ServerConfig, ray_config: RayServeConfig):
     """The Serve application: a registry, the voice replicas, the ingress."""
-    app = FastAPI()
-
-    @serve.deployment(ray_actor_options={"num_cpus": 0})
-    @serve.ingress(app)
-    class VoiceIngress(Ingress):
-        @app.websocket(P.WS_PATH)
-        async def ws(self, websocket: WebSocket) -> None:
-            await self.stream(websocket)
-
-        @app.get("/{path:path}")
-        async def get(self, request: Request) -> Response:
-            return await self.page(request)
-
     registry = Registry.bind()
     replica = serve.deployment(
         VoiceReplica, ray_actor_options={"num_cpus": ray_config.replica_cpus},
@@ -254,7 +177,7 @@ def build_app(config: ServerConfig, ray_config: RayServeConfig):
                             "initial_replicas": ray_config.replicas,
                             "target_ongoing_requests": ray_config.sessions_per_replica},
     ).bind(config, registry)
-    return VoiceIngress.bind(replica, registry)
+    return VoiceIngress.options(ray_actor_options={"num_cpus": 0}).bind(replica, registry)
 
 
 def run(config: ServerConfig, ray_config: RayServeConfig, address: str | None = None) -> None:

@@ -94,6 +94,7 @@ class TTSClient:
         self.url, self.api_key, self.origin, self.open_timeout = url, api_key, origin, open_timeout
         self.ws: ClientConnection | None = None
         self.ready: dict[str, Any] | None = None
+        self.fatal: dict[str, Any] | None = None  # the server's fatal error, if it sent one before closing
         self._queues: dict[str | None, asyncio.Queue] = defaultdict(asyncio.Queue)
         self._reader: asyncio.Task | None = None
         self._closed = False
@@ -124,6 +125,8 @@ class TTSClient:
                     self._audio(P.decode_frame(raw, self.ready["encoding"]), t)
                     continue
                 msg = json.loads(raw)
+                if msg["type"] == "error" and msg.get("fatal"):
+                    self.fatal = msg  # why the connection is about to close
                 if msg["type"] == "audio":
                     self._audio(P.decode_audio_message(msg, self.ready["encoding"]), t)
                 else:
@@ -150,7 +153,8 @@ class TTSClient:
         if item is _END:
             q.put_nowait(_END)
             code = self.ws.close_code if self.ws else None
-            raise ConnectionError(f"connection closed (code {code}: {self.ws.close_reason if self.ws else ''})")
+            why = f"; {self.fatal['code']}: {self.fatal['message']}" if self.fatal else ""
+            raise ConnectionError(f"connection closed (code {code}: {self.ws.close_reason if self.ws else ''}){why}")
         return item
 
     async def start(self, **options: Any) -> dict[str, Any]:
