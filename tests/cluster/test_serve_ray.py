@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 import urllib.request
-from dataclasses import replace
 
 import pytest
 

@@ -65,6 +65,11 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-peer", dest="peer", action="store_false", default=None, help="skip the transformers peers")
     p.add_argument("--no-plots", dest="plots", action="store_false", default=None, help="skip the PNG plots")
     p.add_argument("--out", type=Path, default=Path("out/bench"), help="folder for bench.json, report.md and PNGs")
+    p.add_argument("--cluster", action="store_true",
+                   help="instead: local vs Ray Data synthesis and the plain server vs the Ray Serve ingress (the "
+                        "`cluster` extra); writes cluster.json and cluster.md")
+    p.add_argument("--cluster-items", type=int, default=16, help="--cluster: items for the synthesis comparison")
+    p.add_argument("--cluster-workers", type=int, default=2, help="--cluster: Ray Data workers")
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -92,6 +97,15 @@ def run_bench(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.threads:
         torch.set_num_threads(config.threads)
+    if args.cluster:
+        from voicespec.bench.cluster import markdown as cluster_markdown, run_cluster_bench
+        from voicespec.bench.config import read_prompts
+
+        result = run_cluster_bench(config.voice, read_prompts(args.prompts), args.out, args.cluster_items,
+                                   args.cluster_workers, tuple(c for c in args.concurrency or (1, 8) if c) or (1, 8),
+                                   config.max_steps)
+        print(cluster_markdown(result))
+        return 0
     rss0 = machine.rss_mb()
     voice = load_voice(config.voice, config.device, config.dtype)
     result = Bench(config, voice, rss0).run()

@@ -87,7 +87,7 @@ def run_batch_ray(items: list[Item | BadLine], config: BatchConfig, ray_config: 
             workers = max(1, min(ray_config.workers or cpus, len(pending)))
             ds = ray.data.from_items([{"item": json.dumps(asdict(i))} for i in pending], override_num_blocks=len(pending))
             done = ds.map_batches(ItemWriter, fn_constructor_args=(config, ray_config), batch_size=1,
-                                  concurrency=workers, num_cpus=1)
+                                  compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
             for row in done.iter_rows():  # as items finish, in any order: journalled at once
                 rec = json.loads(row["record"])
                 records.append(rec)
