@@ -1062,7 +1062,7 @@ def test_per_context_voice_speed_and_seed_equal_offline_synthesis(timed_voice, t
     assert len(slow.pcm) > 1.5 * len(plain.pcm)  # half speed: about twice as long
     want_other = offline_audio(tiny_voice, "Hello there.", temperature=0.5, **common)
     assert other.payload == to_encoding(torch.from_numpy(want_other.pcm), "pcm_s16le")
-    assert err is not None and err.code == P.UNKNOWN_CONTEXT  # its first text was refused (unknown_voice), then its end
+    assert err is not None and err.code == P.UNKNOWN_VOICE  # its first text refused, the context ended: the real reason
 
 
 def test_context_options_only_on_a_contexts_first_text(timed_voice, tiny_voice):
@@ -1198,3 +1198,15 @@ def test_voices_endpoint_and_protocol_page(tiny_voice):
     shipped = {v["name"]: v for v in voices["voices"]}.get("voicespec-tiny")
     assert shipped is not None and not shipped["loaded"] and shipped["speed"] and "feature" in shipped["drafters"]
     assert page[0] == 200 and page[1].startswith("text/html") and "<table>" in page[2] and "<h1>" in page[2]
+
+
+def test_the_default_voice_answers_to_the_name_the_operator_gave_it(tiny_voice_dir):
+    async def go():
+        async with TTSClient(ws_url(server)) as client:
+            return await client.start(voice=str(tiny_voice_dir))
+
+    with running(None, voice=str(tiny_voice_dir), voices=()) as server:
+        ready = run(go())
+        names = json.loads(http_get(server, "/v1/voices")[2])["voices"]
+    assert ready["type"] == "ready" and ready["voice"] == server.voice.name  # as in protocol 1.0
+    assert [v["name"] for v in names] == [server.voice.name]  # not listed twice under its folder's name

@@ -3,16 +3,29 @@ replica's page, merging replicas' metrics. (Serve ships the ingress class to its
 its methods import this module where they run.)"""
 
 import asyncio
+import json
 import urllib.error
 import urllib.request
 from typing import Any
 
+from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedOK
 
 from voicespec.serve import protocol as P
 
 REPLICA_LOST = "replica_lost"
+
+
+async def deny(ws: WebSocket, status: int, code: str | None, body: bytes | str) -> None:
+    """Refuse a handshake as the plain server does (an HTTP status and a JSON body) where the ASGI
+    server supports denial responses, else close before accepting (the client sees 403)."""
+    if code is not None:
+        body = json.dumps({"error": code, "message": body})
+    try:
+        await ws.send_denial_response(Response(body, status, media_type="application/json"))
+    except RuntimeError:
+        await ws.close(1008)
 
 
 async def relay(ws: WebSocket, upstream) -> None:

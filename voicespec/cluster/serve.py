@@ -15,7 +15,6 @@ replicas go on. ``/healthz`` and ``/metrics`` add up every replica's (labelled `
 import asyncio
 import json
 import logging
-import socket
 from dataclasses import dataclass, replace
 
 from fastapi import FastAPI, Request, WebSocket  # real annotations below: FastAPI reads them (no __future__ import)
@@ -38,7 +37,9 @@ class RayServeConfig:
     max_replicas: int = 2
     sessions_per_replica: int = 8  # the autoscaler's target of active sessions per replica
     replica_cpus: float = 1.0
+    replica_gpus: float = 0.0  # > 0 on GPU nodes: Ray hides every GPU from an actor that asks for none
     port: int = 8000  # Serve's HTTP proxy: the one address clients use
+    drain_s: float = 300.0  # a replica being scaled down keeps its sessions this long before it is stopped
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0})
@@ -62,10 +63,12 @@ class VoiceReplica:
     """One voice server on this node's address, on a port of its own."""
 
     async def __init__(self, config: ServerConfig, registry) -> None:
+        import ray
+
         from voicespec.serve.server import TTSServer
 
-        host = socket.gethostbyname(socket.gethostname()) if config.host == "0.0.0.0" else config.host
-        self.server = TTSServer(replace(config, port=0))
+        host = ray.util.get_node_ip_address()  # where the ingress, on whichever node, reaches this replica
+        self.server = TTSServer(replace(config, host=host, port=0))  # relayed sockets carry no Origin: the ingress checks it
         await self.server.start()
         self.base = f"http://{host}:{self.server.port}"
         self.id = serve.get_replica_context().replica_tag
@@ -79,6 +82,7 @@ class VoiceReplica:
         await asyncio.Event().wait()
 
     async def __del__(self) -> None:
+        await self.registry.remove.remote(self.id)
         await self.server.stop()
 
 
@@ -92,8 +96,8 @@ class VoiceIngress:
     (``serve.deployment`` pickles the class as it is defined: what its methods use is defined above
     it or imported where it runs.)"""
 
-    def __init__(self, replicas, registry) -> None:
-        self.replicas, self.registry = replicas, registry
+    def __init__(self, replicas, registry, allowed_origins: tuple[str, ...] = ()) -> None:
+        self.replicas, self.registry, self.allowed_origins = replicas, registry, allowed_origins
 
     @app.websocket(P.WS_PATH)
     async def stream(self, ws: WebSocket) -> None:
@@ -105,21 +109,27 @@ class VoiceIngress:
             raise
 
     async def _stream(self, ws: WebSocket, ticket) -> None:
-        from voicespec.cluster.relay import relay
+        from voicespec.cluster.relay import deny, relay
+        from voicespec.serve.http import origin_ok
 
         try:
+            if not origin_ok(ws, self.allowed_origins):  # as the plain server decides, on the client's own headers
+                await deny(ws, 403, "forbidden_origin", f"origin {ws.headers.get('origin')!r} is not allowed")
+                return
             url = await ticket.__anext__()
             query = ws.url.query
-            headers = {k: v for k, v in ws.headers.items() if k.lower() in ("authorization", "origin")}
+            headers = {k: v for k, v in ws.headers.items() if k.lower() == "authorization"}
             try:
                 upstream = await connect(url + (f"?{query}" if query else ""), additional_headers=headers,
                                          max_size=None, compression=None, ping_interval=None)
-            except InvalidStatus as e:  # the replica refused the handshake (key, origin): so does the ingress
-                await ws.send_denial_response(Response(e.response.body, e.response.status_code,
-                                                       media_type="application/json"))
+            except InvalidStatus as e:  # the replica refused the handshake (the key): so does the ingress
+                await deny(ws, e.response.status_code, None, e.response.body)
                 return
-            await ws.accept()
-            await relay(ws, upstream)
+            try:
+                await ws.accept()
+                await relay(ws, upstream)
+            finally:
+                await upstream.close()
         finally:
             ticket.cancel()
 
@@ -171,13 +181,17 @@ def build_app(config: ServerConfig, ray_config: RayServeConfig):
     """The Serve application: a registry, the voice replicas, the ingress."""
     registry = Registry.bind()
     replica = serve.deployment(
-        VoiceReplica, ray_actor_options={"num_cpus": ray_config.replica_cpus},
-        max_ongoing_requests=config.max_sessions,
+        VoiceReplica, ray_actor_options={"num_cpus": ray_config.replica_cpus, "num_gpus": ray_config.replica_gpus},
+        max_ongoing_requests=config.max_sessions, graceful_shutdown_timeout_s=ray_config.drain_s,
         autoscaling_config={"min_replicas": ray_config.min_replicas, "max_replicas": ray_config.max_replicas,
                             "initial_replicas": ray_config.replicas,
                             "target_ongoing_requests": ray_config.sessions_per_replica},
     ).bind(config, registry)
-    return VoiceIngress.options(ray_actor_options={"num_cpus": 0}).bind(replica, registry)
+    # Every relayed socket is an ongoing request of the ingress for its whole life: room for all of
+    # them at the largest scale, and for the pages beside them.
+    ingress_room = ray_config.max_replicas * config.max_sessions + 64
+    return VoiceIngress.options(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=ingress_room).bind(
+        replica, registry, config.allowed_origins)
 
 
 def run(config: ServerConfig, ray_config: RayServeConfig, address: str | None = None) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,8 +59,9 @@ def connect(config: RayConfig) -> int:
 
     if not ray.is_initialized():
         local = config.address is None
+        env = {k: os.environ[k] for k in ("VOICESPEC_VOICES",) if k in os.environ}  # voice names resolve alike
         ray.init(address=config.address, num_cpus=os.cpu_count() if local else None, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
+                 log_to_driver=False, configure_logging=False, runtime_env={"env_vars": env} if env else None)
     return int(ray.cluster_resources().get("CPU", 1))
 
 
@@ -68,6 +70,10 @@ def run_batch_ray(items: list[Item | BadLine], config: BatchConfig, ray_config: 
     import ray
 
     t0 = time.perf_counter()
+    # Workers on other nodes start elsewhere: the folders they use are named absolutely, here.
+    config = replace(config, out_dir=config.out_dir.resolve())
+    if ray_config.voice is not None and Path(ray_config.voice).exists():
+        ray_config = replace(ray_config, voice=str(Path(ray_config.voice).resolve()))
     previous = open_journal(config)
     records: list[dict[str, Any]] = []
     pending: list[Item] = []
@@ -85,7 +91,8 @@ def run_batch_ray(items: list[Item | BadLine], config: BatchConfig, ray_config: 
         if pending:
             cpus = connect(ray_config)
             workers = max(1, min(ray_config.workers or cpus, len(pending)))
-            ds = ray.data.from_items([{"item": json.dumps(asdict(i))} for i in pending], override_num_blocks=len(pending))
+            ds = ray.data.from_items([{"item": json.dumps(asdict(i))} for i in pending],
+                                     override_num_blocks=min(len(pending), 8 * workers))  # blocks to balance, not one per item
             done = ds.map_batches(ItemWriter, fn_constructor_args=(config, ray_config), batch_size=1,
                                   compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
             for row in done.iter_rows():  # as items finish, in any order: journalled at once

@@ -9,7 +9,7 @@ valid ``.opus`` file. PyAV (FFmpeg's libopus) does the coding: the ``serve`` ext
 
 from __future__ import annotations
 
-import io
+import importlib.util
 from typing import Protocol
 
 import numpy as np
@@ -40,28 +40,36 @@ class SampleEncoder:
         return b""
 
 
+class _Sink:
+    """Where the Ogg muxer writes: bytes are taken as they come (no seeking: a live stream)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.chunks.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        data, self.chunks = b"".join(self.chunks), []
+        return data
+
+
 class OpusEncoder:
     """Mono float PCM at ``sample_rate`` (an Opus rate) to an Ogg Opus byte stream."""
 
     def __init__(self, sample_rate: int, bitrate: int = OPUS_BITRATE) -> None:
-        try:
-            import av
-        except ImportError:
-            raise ImportError("opus output needs PyAV: pip install 'voicespec[serve]'") from None
+        check_available("opus")
+        import av
+
         self._av = av
-        self._buf = io.BytesIO()
-        self._out = av.open(self._buf, "w", format="ogg", options={"page_duration": str(OPUS_PAGE_US)})
+        self._sink = _Sink()
+        self._out = av.open(self._sink, "w", format="ogg", options={"page_duration": str(OPUS_PAGE_US)})
         self._stream = self._out.add_stream("libopus", rate=sample_rate, layout="mono")
         self._stream.bit_rate = bitrate
         self._stream.options = {"application": "voip", "frame_duration": "20"}
         self._rate = sample_rate
         self._pts = 0
-        self._sent = 0
-
-    def _take(self) -> bytes:
-        data = self._buf.getvalue()[self._sent:]
-        self._sent += len(data)
-        return data
 
     def encode(self, pcm: torch.Tensor) -> bytes:
         x = np.clip(np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32)), -1.0, 1.0)
@@ -71,13 +79,19 @@ class OpusEncoder:
             self._pts += x.size
             for packet in self._stream.encode(frame):
                 self._out.mux(packet)
-        return self._take()
+        return self._sink.take()
 
     def finish(self) -> bytes:
         for packet in self._stream.encode(None):
             self._out.mux(packet)
         self._out.close()  # writes the last page (end of stream)
-        return self._take()
+        return self._sink.take()
+
+
+def check_available(encoding: str) -> None:
+    """ImportError (what to install) if ``encoding`` needs a library this install lacks."""
+    if encoding == "opus" and importlib.util.find_spec("av") is None:
+        raise ImportError("opus output needs PyAV: pip install 'voicespec[serve]'")
 
 
 def make_encoder(encoding: str, sample_rate: int) -> Encoder:

@@ -85,11 +85,12 @@ CLOSE_RATE_LIMITED = 4002
 class ProtocolError(ValueError):
     """A client message the server rejects; becomes one ``error`` message."""
 
-    def __init__(self, code: str, message: str, context_id: str | None = None) -> None:
+    def __init__(self, code: str, message: str, context_id: str | None = None, context_ended: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.context_id = context_id
+        self.context_ended = context_ended  # the context's first text was refused: none exists
 
 
 # ----------------------------------------------------------------------------- client → server

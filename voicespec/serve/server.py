@@ -20,6 +20,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -52,7 +53,8 @@ class TTSServer:
         if self.frame_cache is not None:
             self.metrics.watch_frame_cache(self.frame_cache)
         names = voice_names() if config.voices is None else list(config.voices)
-        self.voices = VoiceSet(voice, names, lambda name: load_voice(name, config.device, config.dtype), self._prepare)
+        self.voices = VoiceSet(voice, names, lambda name: load_voice(name, config.device, config.dtype), self._prepare,
+                               aliases=[a for a in (config.voice, Path(config.voice or "").name) if a])
         self.voice = voice
         if config.drafter is not None and config.drafter not in voice.drafter_names:
             raise ValueError(f"unknown drafter {config.drafter!r}; choose one of: {', '.join(voice.drafter_names)}")

@@ -32,7 +32,7 @@ from voicespec.options import SAMPLING_OPTIONS, encoding_rate
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.encoders import Encoder, make_encoder
+from voicespec.serve.encoders import Encoder, check_available, make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
@@ -167,6 +167,7 @@ class Session:
         """One chunk of the context's audio (None: the encoder's tail, at the context's end)."""
         start = self.started
         payload = ctx.encoder.encode(pcm) if pcm is not None else ctx.encoder.finish()
+        ctx.samples_sent += 0 if pcm is None else pcm.numel()
         if not payload:  # opus: no page completed yet
             return
         if start.audio_transport == "binary":
@@ -175,7 +176,6 @@ class Session:
             data = P.audio_message(ctx.id, ctx.seq, payload, start.encoding)
         await self._send(data)
         ctx.seq += 1
-        ctx.samples_sent += 0 if pcm is None else pcm.numel()
         if ctx.t_first_audio is None:
             ctx.t_first_audio = time.perf_counter()
 
@@ -263,14 +263,17 @@ class Session:
         msg = self._parse(raw)
         if msg is None:
             return
-        name = msg.voice if isinstance(msg, P.Start) else msg.options.get("voice") if isinstance(msg, P.Text) else None
+        name = (msg.voice if isinstance(msg, P.Start) and self.started is None else
+                msg.options.get("voice") if isinstance(msg, P.Text) and self.started is not None
+                and msg.context_id not in self.contexts else None)  # only where it would be used
         if name is not None and self.voices.canonical(name) is not None and self.voices.loaded(name) is None:
             try:
                 await self.voices.ensure(name)
             except Exception as e:  # a broken voice folder: this request fails, the server goes on
                 log.exception("loading voice %r failed", name)
-                self.error(P.UNKNOWN_VOICE, f"voice {name!r} could not be loaded ({type(e).__name__}: {e})",
-                           getattr(msg, "context_id", None))
+                cid = getattr(msg, "context_id", None)
+                self.error(P.UNKNOWN_VOICE, f"voice {name!r} could not be loaded ({type(e).__name__}: {e})", cid,
+                           ended=cid is not None)
                 return
         self._dispatch(msg)
 
@@ -308,7 +311,7 @@ class Session:
             elif isinstance(msg, P.Cancel):
                 self._cancel(msg.context_id)
         except P.ProtocolError as e:
-            self.error(e.code, e.message, e.context_id)
+            self.error(e.code, e.message, e.context_id, ended=e.context_ended)
         except Exception as e:  # a bug: say so in an error frame, count it, and close this socket only
             log.exception("handling a client message failed")
             self.fail(e)
@@ -331,9 +334,9 @@ class Session:
 
     def _voice(self, name: str | None, cid: str | None = None) -> Voice:
         voice = self.voices.loaded(name)
-        if voice is None:
+        if voice is None:  # for a context (cid): its first text is refused, no context is left behind
             raise P.ProtocolError(P.UNKNOWN_VOICE, f"unknown voice {name!r}; this server speaks "
-                                  f"{', '.join(self.voices.names)} (GET /v1/voices)", cid)
+                                  f"{', '.join(self.voices.names)} (GET /v1/voices)", cid, context_ended=cid is not None)
         return voice
 
     def _start(self, msg: P.Start) -> None:
@@ -341,7 +344,8 @@ class Session:
             raise P.ProtocolError(P.ALREADY_STARTED, "this connection has already started; open another for other settings")
         cfg = self.cfg
         voice = self._voice(msg.voice)
-        drafter = msg.drafter or cfg.drafter or voice.config.default_drafter
+        server_default = cfg.drafter if cfg.drafter in voice.drafter_names else None  # checked on the default voice
+        drafter = msg.drafter or server_default or voice.config.default_drafter
         if drafter not in voice.drafter_names:
             raise P.ProtocolError(P.UNKNOWN_DRAFTER, f"unknown drafter {drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
         try:
@@ -355,6 +359,10 @@ class Session:
             decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed, tree=msg.tree,
                                   controller=ControllerConfig(time_cap_s=cap))
             rate = encoding_rate(msg.encoding, msg.sample_rate, voice.codec.sample_rate)
+            try:
+                check_available(msg.encoding)
+            except ImportError as e:
+                raise ValueError(str(e)) from None
             options = SynthesisOptions(decode, drafter=drafter, sample_rate=rate, speed=msg.speed or 1.0,
                                        timestamps=msg.word_timestamps or msg.phoneme_timestamps)
             self._check_voice(voice, options)
@@ -392,8 +400,11 @@ class Session:
             decode = replace(base.decode, sampling=sampling, seed=o.get("seed", base.decode.seed))
             options = replace(base, decode=decode, drafter=drafter, speed=o.get("speed", base.speed))
             self._check_voice(voice, options)
+            if decode.tree is not None and not getattr(voice.drafter(drafter), "drafts_trees", False):
+                raise ValueError(f"voice {voice.name!r} drafts with {drafter!r}, which drafts no trees; this "
+                                 "session's start asked for a tree")
         except ValueError as e:
-            raise P.ProtocolError(P.BAD_OPTION, str(e), ctx.id) from None
+            raise P.ProtocolError(P.BAD_OPTION, str(e), ctx.id, context_ended=True) from None
         ctx.voice, ctx.options = voice, options
 
     def _context(self, cid: str, create: bool) -> _Context | None:

@@ -19,10 +19,11 @@ class VoiceSet:
     loads one (on a worker thread), ``prepare`` readies it for serving (draft models, caches)."""
 
     def __init__(self, default: Voice, names: Sequence[str], load: Callable[[str], Voice],
-                 prepare: Callable[[Voice], None]) -> None:
+                 prepare: Callable[[Voice], None], aliases: Sequence[str] = ()) -> None:
         self.default = default
         self._loaded: dict[str, Voice] = {default.name: default}
-        self._names = [default.name, *(n for n in names if n != default.name)]
+        self._aliases = set(aliases)  # what the operator named the default voice by (a folder, say): it too
+        self._names = [default.name, *(n for n in names if n != default.name and n not in self._aliases)]
         self._load, self._prepare = load, prepare
         self._loading: dict[str, asyncio.Future] = {}
         prepare(default)
@@ -33,7 +34,7 @@ class VoiceSet:
 
     def canonical(self, name: str | None) -> str | None:
         """The served name ``name`` refers to, or None if this server does not speak it."""
-        if name in (None, "default"):
+        if name in (None, "default") or name in self._aliases:
             return self.default.name
         return name if name in self._names else None
 
@@ -74,7 +75,10 @@ class VoiceSet:
                             "drafters": voice.drafter_names, "default_drafter": voice.config.default_drafter,
                             "speed": voice.duration is not None, "timestamps": voice.duration is not None})
             else:
-                out.append(describe_folder(name))
+                try:
+                    out.append(describe_folder(name))
+                except (OSError, ValueError, KeyError) as e:  # one broken folder does not hide the others
+                    out.append({"name": name, "loaded": False, "error": f"{type(e).__name__}: {e}"})
         return out
 
 
