@@ -27,6 +27,7 @@ def voicespec(*args: str, check: bool = True, **kw) -> subprocess.CompletedProce
     return proc
 
 
+@pytest.mark.slow
 def test_say_writes_audio_and_prints_one_summary_line(tiny_voice_dir, tmp_path):
     out, dump = tmp_path / "a.flac", tmp_path / "tokens.json"
     proc = voicespec("say", "Good morning. It is 7:30.", "-o", str(out), "--model", str(tiny_voice_dir),

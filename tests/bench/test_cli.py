@@ -39,6 +39,7 @@ def flat_voice_dir(tmp_path_factory):
     return build_tiny_voice(tmp_path_factory.mktemp("bench") / "flat", layout="flat")
 
 
+@pytest.mark.slow
 def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Hello there.\n")

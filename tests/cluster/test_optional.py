@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_the_core_does_not_import_ray():
     code = ("import sys, voicespec.cli, voicespec.batch, voicespec.serve.server, voicespec.api; "
             "voicespec.cli.build_parser(); print('ray' in sys.modules)")

@@ -85,6 +85,7 @@ def _sample_pairs(n: int, shape: TreeShape, seed: int = 1) -> Counter:
     return counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("branching", [(3,), (2, 2), (4, 1)])
 def test_sampling_commits_the_targets_distribution(branching, chi_square_pvalue, monkeypatch):
     p_root, p_after, _, _ = _two_level_case()

@@ -32,12 +32,14 @@ def test_scoring_conventions():
     assert score([("", "")]).wer == 0.0
 
 
+@pytest.mark.slow
 def test_pronunciations_for_words_the_judge_lacks_come_from_cmudict():
     from voicespec.eval.judge import _cmudict_phones
 
     assert _cmudict_phones("hello") in ("HH AH L OW", "HH EH L OW") and _cmudict_phones("qzxv") is None
 
 
+@pytest.mark.slow
 def test_pocketsphinx_understands_the_teacher_and_not_noise():
     pytest.importorskip("piper")
     from voicespec.train.data import PiperTeacher
@@ -52,6 +54,7 @@ def test_pocketsphinx_understands_the_teacher_and_not_noise():
     assert judge.judge([(text, noise, sr)]).wer >= 0.8
 
 
+@pytest.mark.slow
 def test_a_closed_set_judge_hears_rare_words_the_open_one_cannot():
     pytest.importorskip("piper")
     from voicespec.train.data import PiperTeacher

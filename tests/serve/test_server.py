@@ -801,6 +801,7 @@ def test_a_repeated_text_is_replayed_from_the_frame_cache(tiny_voice, tiny_voice
     assert m["voicespec_frame_cache_bytes"] > 0
 
 
+@pytest.mark.slow
 def test_serve_command_starts_and_answers(tiny_voice_dir):
     proc = subprocess.Popen([sys.executable, "-m", "voicespec.cli", "serve", "--voice", str(tiny_voice_dir), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -818,6 +819,7 @@ def test_serve_command_starts_and_answers(tiny_voice_dir):
 # ----------------------------------------------------------------------------- browser
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_browser_player_plays_the_stream_gap_free(tiny_voice, tmp_path, page_result):
     """The real page in headless Chromium, driven over the DevTools protocol: it connects, plays
@@ -852,6 +854,7 @@ def shots(tmp_path):
     return SAMPLES_DIR if os.environ.get("VOICESPEC_SCREENSHOTS") == "1" else tmp_path
 
 
+@pytest.mark.slow
 def test_browser_player_controls_word_timestamps_and_download(tmp_path, browser_page):
     """The page driven as a user would (drafter, speed, seed, γ and rate set in the DOM, then
     Speak), against the shipped voice (it has a duration predictor: speed and timestamps): it
@@ -916,6 +919,7 @@ def test_browser_player_controls_word_timestamps_and_download(tmp_path, browser_
     assert "mean accepted length" in figures and "…" not in figures and r["figures_error"] is None
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_browser_player_shows_errors_where_the_figures_are(tiny_voice, tmp_path, browser_page):
     """Errors replace the figures (none stays at "…"): an unknown voice picked in the voice
@@ -1009,6 +1013,7 @@ def offline_audio(voice, text: str, **options):
     return collect(voice.stream(text, **{"max_steps": MAX_STEPS, "gamma": 2, "seed": 5, **options}))
 
 
+@pytest.mark.slow
 def test_word_timestamps_come_before_their_audio_and_cover_it(timed_voice):
     async def go():
         async with TTSClient(ws_url(server)) as client:
@@ -1037,6 +1042,7 @@ def test_word_timestamps_come_before_their_audio_and_cover_it(timed_voice):
     assert len(result.phonemes) > len(result.words) and result.phonemes[0]["start_s"] == starts[0]
 
 
+@pytest.mark.slow
 def test_per_context_voice_speed_and_seed_equal_offline_synthesis(timed_voice, tiny_voice):
     async def go():
         async with TTSClient(ws_url(server)) as client:
@@ -1065,6 +1071,7 @@ def test_per_context_voice_speed_and_seed_equal_offline_synthesis(timed_voice, t
     assert err is not None and err.code == P.UNKNOWN_VOICE  # its first text refused, the context ended: the real reason
 
 
+@pytest.mark.slow
 def test_context_options_only_on_a_contexts_first_text(timed_voice, tiny_voice):
     async def go():
         async with connect(ws_url(server)) as ws:
@@ -1088,6 +1095,7 @@ def test_context_options_only_on_a_contexts_first_text(timed_voice, tiny_voice):
     assert cannot["code"] == P.BAD_OPTION and "duration predictor" in cannot["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["mulaw", "alaw"])
 def test_g711_streams_are_offline_synthesis_at_8_khz(tiny_voice, encoding):
     async def go():
@@ -1103,6 +1111,7 @@ def test_g711_streams_are_offline_synthesis_at_8_khz(tiny_voice, encoding):
     assert len(result.payload) == len(result.pcm)  # one byte per sample
 
 
+@pytest.mark.slow
 def test_g711_defaults_to_8_khz_and_opus_to_an_opus_rate(tiny_voice):
     async def go():
         async with TTSClient(ws_url(server)) as a, TTSClient(ws_url(server)) as b:
@@ -1112,6 +1121,7 @@ def test_g711_defaults_to_8_khz_and_opus_to_an_opus_rate(tiny_voice):
         assert run(go()) == (8000, tiny_voice.codec.sample_rate)  # the tiny codec's rate is an Opus rate
 
 
+@pytest.mark.slow
 def test_opus_stream_is_one_ogg_file_of_the_utterance(tiny_voice):
     pytest.importorskip("av")
 
@@ -1131,6 +1141,7 @@ def test_opus_stream_is_one_ogg_file_of_the_utterance(tiny_voice):
     assert len(result.payload) < 0.25 * 2 * len(want)  # compressed: well under 16-bit PCM
 
 
+@pytest.mark.slow
 def test_44_1_khz_output(tiny_voice):
     async def go():
         async with TTSClient(ws_url(server)) as client:
@@ -1142,6 +1153,7 @@ def test_44_1_khz_output(tiny_voice):
     assert result.sample_rate == 44100 and result.payload == offline(tiny_voice, TEXT, sample_rate=44100)
 
 
+@pytest.mark.slow
 def test_strict_false_ignores_unknown_fields_and_reports_them(tiny_voice):
     async def go():
         async with connect(ws_url(server)) as ws:
@@ -1160,6 +1172,7 @@ def test_strict_false_ignores_unknown_fields_and_reports_them(tiny_voice):
     assert last["type"] == "done"
 
 
+@pytest.mark.slow
 def test_short_lived_tokens_open_sockets_without_the_key(tiny_voice):
     async def go(url):
         async with connect(url) as ws:
@@ -1182,12 +1195,14 @@ def test_short_lived_tokens_open_sockets_without_the_key(tiny_voice):
     assert voices[0] == 200 and json.loads(voices[2])["default"] == tiny_voice.name
 
 
+@pytest.mark.slow
 def test_token_endpoint_without_a_key(tiny_voice):
     with running(tiny_voice) as server:
         status, _, body = http_get(server, "/v1/token")
     assert status == 400 and json.loads(body)["error"] == "no_api_key"
 
 
+@pytest.mark.slow
 def test_voices_endpoint_and_protocol_page(tiny_voice):
     with running(tiny_voice) as server:
         voices = json.loads(http_get(server, "/v1/voices")[2])
@@ -1200,6 +1215,7 @@ def test_voices_endpoint_and_protocol_page(tiny_voice):
     assert page[0] == 200 and page[1].startswith("text/html") and "<table>" in page[2] and "<h1>" in page[2]
 
 
+@pytest.mark.slow
 def test_the_default_voice_answers_to_the_name_the_operator_gave_it(tiny_voice_dir):
     async def go():
         async with TTSClient(ws_url(server)) as client:

@@ -49,6 +49,7 @@ def _wavs(out):
     return sorted(p.name for p in (out / "wav").glob("*.wav"))
 
 
+@pytest.mark.slow
 def test_teacher_corpus_end_to_end_and_resume(tmp_path, teacher):
     from voicespec.train.data import build_teacher_corpus
 
@@ -122,6 +123,7 @@ def test_cli_main(tmp_path, teacher, monkeypatch, capsys):
     assert "different settings" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_voicespec_does_not_import_piper_at_import_time():
     import subprocess
 
