@@ -132,6 +132,8 @@ def build_parser() -> Parser:
     p.add_argument("--ray-sessions-per-replica", type=A.positive(int, "sessions per replica"), default=8,
                    help="the autoscaler's target of active sessions per replica")
     p.add_argument("--ray-port", type=A.port_arg, default=8000, help="the ingress's port (Serve's HTTP proxy)")
+    p.add_argument("--ray-replica-gpus", type=A.positive(float, "replica GPUs", allow_zero=True), default=0.0,
+                   help="GPUs per replica (Ray hides GPUs from actors that ask for none; 0.5 puts two on a GPU)")
     p.set_defaults(func=_cmd("cmd_serve"))
 
     p = sub.add_parser("stress", help="the server on loopback against hostile clients: fuzz flood, disconnect storm, soak; one table")

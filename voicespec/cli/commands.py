@@ -207,7 +207,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         top = max(args.ray_replicas, args.ray_max_replicas or args.ray_replicas)
         run(config, RayServeConfig(replicas=args.ray_replicas, min_replicas=1 if args.ray_max_replicas else args.ray_replicas, max_replicas=top,
-                                   sessions_per_replica=args.ray_sessions_per_replica, port=args.ray_port),
+                                   sessions_per_replica=args.ray_sessions_per_replica, port=args.ray_port,
+                                   replica_gpus=args.ray_replica_gpus),
             None if args.ray == "local" else args.ray)
         return 0
 
