@@ -7,6 +7,7 @@ import json
 import math
 
 import importlib
+import io
 
 import pytest
 import torch
@@ -26,6 +27,25 @@ def tiny_voice_dir(tmp_path_factory):
     from voicespec.pipeline.tiny import build_tiny_voice
 
     return build_tiny_voice(tmp_path_factory.mktemp("voices") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def aligned_voice_dir(tmp_path_factory):
+    """A tiny voice with a duration predictor (aligned layout): one that can change its speed."""
+    from voicespec.pipeline.tiny import build_tiny_voice
+
+    return build_tiny_voice(tmp_path_factory.mktemp("voices") / "aligned", layout="aligned")
+
+
+class _TerminalStream(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal_stream():
+    """``terminal_stream()``: a text stream that says it is a terminal (for stdin/stdout/stderr checks)."""
+    return _TerminalStream
 
 
 @pytest.fixture(scope="session")

@@ -11,21 +11,6 @@ import soundfile as sf
 from voicespec.cli import main
 
 
-class Terminal(io.StringIO):
-    """A stream that says it is a terminal."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-@pytest.fixture(scope="module")
-def aligned_voice_dir(tmp_path_factory):
-    """A tiny voice with a duration predictor: the kind that can change its speed."""
-    from voicespec.pipeline.tiny import build_tiny_voice
-
-    return build_tiny_voice(tmp_path_factory.mktemp("voices") / "aligned", layout="aligned")
-
-
 def test_text_from_stdin_audio_to_stdout_is_the_file_say_writes(tiny_voice_dir, tmp_path, monkeypatch, capsysbinary):
     common = ["--model", str(tiny_voice_dir), "--seed", "3"]
     assert main(["say", "Good morning.", "-o", str(tmp_path / "a.wav"), *common]) == 0
@@ -48,14 +33,14 @@ def test_omitted_text_is_read_from_a_pipe_in_the_format_asked(tiny_voice_dir, mo
     assert info.format == "FLAC" and info.frames > 0
 
 
-def test_omitted_text_with_a_terminal_on_stdin_is_an_error(tiny_voice_dir, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "stdin", Terminal())
+def test_omitted_text_with_a_terminal_on_stdin_is_an_error(terminal_stream, tiny_voice_dir, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", terminal_stream())
     assert main(["say", "-o", "x.wav", "--model", str(tiny_voice_dir)]) == 2
     assert capsys.readouterr().err.strip() == "voicespec: error: say needs TEXT (or '-' to read it from stdin)"
 
 
-def test_audio_is_not_written_to_a_terminal(tiny_voice_dir, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "stdout", Terminal())
+def test_audio_is_not_written_to_a_terminal(terminal_stream, tiny_voice_dir, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", terminal_stream())
     assert main(["say", "hi", "-o", "-", "--model", str(tiny_voice_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("voicespec: error: refusing to write audio to a terminal") and "-o FILE" in err

@@ -3,29 +3,15 @@ a progress bar only on a terminal, and a per-line ``speed``."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import sys
 from pathlib import Path
 
-import pytest
 import soundfile as sf
 
 from voicespec.batch import PROGRESS, SUMMARY, BadLine, BatchConfig, failure_lines, parse_line, run_batch
 from voicespec.cli import main
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-@pytest.fixture(scope="module")
-def aligned_voice_dir(tmp_path_factory):
-    from voicespec.pipeline.tiny import build_tiny_voice
-
-    return build_tiny_voice(tmp_path_factory.mktemp("voices") / "aligned", layout="aligned")
 
 
 def write_jsonl(path: Path, lines: list) -> Path:
@@ -144,8 +130,8 @@ def test_no_bar_off_a_terminal_but_a_line_every_few_items(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_a_bar_on_a_terminal(tmp_path, monkeypatch):
-    stderr = Terminal()
+def test_a_bar_on_a_terminal(terminal_stream, tmp_path, monkeypatch):
+    stderr = terminal_stream()
     monkeypatch.setattr(sys, "stderr", stderr)
     _bad_lines_run(tmp_path, report_every=2)
     assert "5/5" in stderr.getvalue() and "utt" in stderr.getvalue() and "synth:" not in stderr.getvalue()
