@@ -99,6 +99,7 @@ def _drafters_for(target, draft) -> dict:
         drafters["early-exit"] = EarlyExitDrafter(target, 1)
         if target.model.config.coarse_first:
             drafters["feature"] = FeatureDrafter(target, tiny_draft_heads(target))
+            drafters["feature-int8"] = FeatureDrafter(target, tiny_draft_heads(target, inference_weights="int8"))
             drafters["medusa"] = MedusaDrafter(target, tiny_draft_heads(target, "medusa", n_heads=4, seed=1))
     return drafters
 

@@ -136,15 +136,16 @@ def _drafter(kind: str, target, draft):
         return ModelDrafter(draft)
     if kind == "early-exit":
         return EarlyExitDrafter(target, 1)
-    heads = tiny_draft_heads(target, kind, n_heads=2 if kind == "medusa" else 1)
-    return (FeatureDrafter if kind == "feature" else MedusaDrafter)(target, heads)
+    if kind == "medusa":
+        return MedusaDrafter(target, tiny_draft_heads(target, kind, n_heads=2))
+    return FeatureDrafter(target, tiny_draft_heads(target, inference_weights="int8" if kind == "feature-int8" else "float32"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("empirical,kind", [(empirical_frames, "draft-model"), (empirical_frames_batched, "draft-model"),
                                             (empirical_frames, "feature"), (empirical_frames, "medusa"),
-                                            (empirical_frames_batched, "early-exit"), (empirical_frames_tree, "feature")],
-                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-tree"])
+                                            (empirical_frames_batched, "early-exit"), (empirical_frames_tree, "feature-int8")],
+                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-int8-tree"])
 def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
         empirical, kind, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
     """Alone, and through the batched path with each generation mixed with sessions of other
@@ -210,9 +211,9 @@ def test_under_load_drafting_is_charged_per_session_in_the_batch_and_speculation
     """The same generation, its passes reported as run alone or in a batch of 64: alone, a
     perfect drafter at a fraction of a pass's cost pays (γ > 0); in the batch, where every session
     waits for each one's drafts, the controller switches speculation off (only probes remain)."""
-    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=80, coarse_first=True)
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=200, coarse_first=True)
     prompt = target.layout.prompt([1, 2, 3])
-    config = DecodeConfig(GREEDY, gamma="auto", max_steps=80)
+    config = DecodeConfig(GREEDY, gamma="auto", max_steps=200)
     plain = SpecDecoder(target, None, replace(config, gamma=0)).generate(prompt)
     plain.run()
     pass_s = plain.stats.verify_s / plain.stats.target_passes

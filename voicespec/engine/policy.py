@@ -30,6 +30,15 @@ class TokenPolicy:
         """``raw``: ``[T+1, G, V]`` logits after each prefix of ``block`` (``[T, G]``)."""
         return WarpWork.run([WarpWork(self, raw, state, block, generated)])[0]
 
+    def warp_one(self, raw: torch.Tensor, state: LayoutState, generated: torch.Tensor) -> torch.Tensor:
+        """:meth:`warp` of one position (``raw [1, G, V]`` after ``generated``), without the
+        batching machinery: what a drafter calls once per drafted step, where the per-call
+        overhead is a visible part of the draft's cost."""
+        recent = None
+        if self.sampling.uses_history:
+            recent = recent_tokens(generated, generated[:0], self.sampling.repetition_window)
+        return warp(raw, self.layout.mask(state)[None], self.sampling, recent)
+
     def warp_work(self, raw: torch.Tensor, state: LayoutState, block: torch.Tensor,
                   generated: torch.Tensor) -> WarpWork:
         """:meth:`warp` as a call a scheduler may batch with other sessions' (same sampling)."""

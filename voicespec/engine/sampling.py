@@ -65,13 +65,16 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 def warp(
     logits: torch.Tensor,
-    mask: torch.Tensor,
+    mask: torch.Tensor | None,
     config: SamplingConfig,
     recent: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Final logits ``[T, G, V]`` (illegal ids at -inf) in the fixed order mask → repetition
-    penalty → temperature → top-k → top-p. For greedy decoding only mask and penalty apply."""
-    x = logits.float().masked_fill(~mask, float("-inf"))
+    penalty → temperature → top-k → top-p. For greedy decoding only mask and penalty apply.
+    ``mask`` None: every id is legal."""
+    x = logits.float()
+    if mask is not None:
+        x = x.masked_fill(~mask, float("-inf"))
     if recent is not None:
         x = apply_repetition_penalty(x, recent, config.repetition_penalty)
     if config.greedy:
@@ -100,12 +103,12 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
 def sample_rows(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
     """One id per row of ``probs [R, V]``, row ``r`` drawn from ``generators[r]``: the same id
     :func:`sample` gives that row alone."""
-    u = torch.cat([torch.rand(1, 1, generator=g, dtype=probs.dtype, device=probs.device) for g in generators])
-    return inverse_cdf(probs, u)
+    u = [torch.rand(1, 1, generator=g, dtype=probs.dtype, device=probs.device) for g in generators]
+    return inverse_cdf(probs, u[0] if len(u) == 1 else torch.cat(u))
 
 
 def choose_rows(logits: torch.Tensor, config: SamplingConfig, generators: list[torch.Generator | None]) -> torch.Tensor:
     """Ids ``[R]`` for logits ``[R, V]`` with every id legal and no history (the fine stage's
     codes): warped by ``config``, argmax when greedy, else row ``r`` drawn from ``generators[r]``."""
-    x = warp(logits[:, None], torch.ones(logits.shape[-1], dtype=torch.bool, device=logits.device), config)[:, 0]
+    x = warp(logits[:, None], None, config)[:, 0]
     return x.argmax(-1) if config.greedy else sample_rows(x.softmax(-1), generators)

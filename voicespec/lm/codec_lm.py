@@ -291,17 +291,22 @@ class CodecLMSession(LMSession):
         Drafters built on the target call it once per drafted step, so the track's embeddings are
         computed once per request (``_track_table``: one row per position, END last) and looked up."""
         model = self.model
-        offsets = torch.arange(model.n_codebooks) * model.head_vocab
-        codes = model.code_embed.weight[(steps + offsets).to(model.device)].sum(-2)  # [n, D]
+        weight = model.code_embed.weight
+        if steps.shape[1] == 1:  # one code per step (coarse-first): a row lookup, no offsets to add
+            codes = weight.index_select(0, steps[:, 0].to(weight.device))  # [n, D]
+        else:
+            offsets = torch.arange(model.n_codebooks) * model.head_vocab
+            codes = weight[(steps + offsets).to(weight.device)].sum(-2)
         if self._rows is None:
             return codes[None]
         if self._track_table is None:
             rows = torch.cat([self._rows, torch.tensor([END_ROW])])
             self._track_table = model.embed_track(rows[None].to(model.device))[0]  # [N + 1, D]
-        last = self._track_table.shape[0] - 1
-        n = steps.shape[0]
-        at = (torch.full((n,), start) if together else torch.arange(start, start + n)).clamp_max(last)  # past the track: END
-        return (codes + self._track_table[at.to(model.device)])[None]
+        table, n = self._track_table, steps.shape[0]
+        last = table.shape[0] - 1  # past the track: END
+        if together or n == 1:
+            return (codes + table[min(start, last)])[None]
+        return (codes + table[torch.arange(start, start + n).clamp_max(last).to(table.device)])[None]
 
     @classmethod
     def embed_batch(cls, sessions: list[CodecLMSession], blocks: list[torch.Tensor], trees: list[Any] | None = None) -> torch.Tensor:

@@ -12,11 +12,15 @@ draft owns no vocabulary-sized weights and shares the target's embedding tables.
   predicts step ``t+k`` without seeing drafts ``1..k-1`` (Medusa; with the pending step's
   embedding, as DeepSeek's MTP modules read the next token). One call drafts every position.
 
+With ``inference_weights="int8"`` (the shipped feature drafter) drafting reads int8 copies of the
+block and of the target's heads (:mod:`voicespec.lm.int8`); training and the saved weights stay float.
+
 A ``PreTrainedModel``, so the folder is ``config.json`` + ``model.safetensors`` like every model we ship.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,16 +28,21 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 
+from voicespec.lm.int8 import Int8Linear
+
 KINDS = ("feature", "medusa")
+WEIGHTS = ("float32", "int8")  # how a feature drafter runs its block and readout (see voicespec.lm.int8)
 
 
 class DraftHeadsConfig(PretrainedConfig):
     model_type = "voicespec_draft_heads"
 
     def __init__(self, kind: str = "feature", hidden_size: int = 256, width: int = 1024, n_heads: int = 1,
-                 distill_temperature: float = 1.0, **kwargs: Any) -> None:
+                 distill_temperature: float = 1.0, inference_weights: str = "float32", **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if inference_weights not in WEIGHTS:
+            raise ValueError(f"inference_weights must be one of {WEIGHTS}, got {inference_weights!r}")
         if kind == "feature" and n_heads != 1:
             raise ValueError("a feature drafter has one block (it is applied recurrently)")
         self.kind = kind
@@ -41,6 +50,7 @@ class DraftHeadsConfig(PretrainedConfig):
         self.width = width
         self.n_heads = n_heads
         self.distill_temperature = distill_temperature  # the temperature it was distilled at (provenance)
+        self.inference_weights = inference_weights  # int8: the drafter reads quarter-size copies (training is float)
         super().__init__(**kwargs)
 
 
@@ -65,7 +75,43 @@ class DraftHeads(PreTrainedModel):
     def forward(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """``f, e [N, D]`` -> predicted features ``[H, N, D]`` (one row per head)."""
         x = torch.cat([self.norm_f(f), self.norm_e(e)], -1)  # [N, 2D]
+        if self.w1.shape[0] == 1:  # one head (the feature drafter, per drafted step): no batch of heads to expand into
+            return (f + torch.addmm(self.b2[0], F.silu(torch.addmm(self.b1[0], x, self.w1[0])), self.w2[0]))[None]
         return f + torch.baddbmm(self.b2, F.silu(torch.baddbmm(self.b1, x.expand(self.w1.shape[0], *x.shape), self.w1)), self.w2)
+
+    @property
+    def int8(self) -> bool:
+        """Draft from int8 copies: asked for, and on a CPU, where a draft step is bound by reading its weights."""
+        return self.config.inference_weights == "int8" and self.w1.device.type == "cpu"
+
+    def block(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The one block as a function ``(f, e [N, D]) -> [N, D]`` for drafting: this module, or
+        with ``inference_weights="int8"`` its int8 twin (:class:`Int8Block`)."""
+        if self.config.kind != "feature":
+            raise ValueError("only a feature drafter's single block runs step by step")
+        if self.int8:
+            return Int8Block(self)
+        return lambda f, e: self(f, e)[0]
+
+    def readout(self, weight: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The target's heads ``weight [V, D]`` as the drafter reads them: ``f [N, D] -> [N, V]``,
+        from an int8 copy with ``inference_weights="int8"`` (the target itself stays float)."""
+        if self.int8:
+            return Int8Linear(weight)
+        return lambda f: F.linear(f, weight)
+
+
+class Int8Block:
+    """:class:`DraftHeads`' feature block with int8 copies of ``W1`` and ``W2`` (the norms stay float)."""
+
+    def __init__(self, heads: DraftHeads) -> None:
+        self.norm_f, self.norm_e = heads.norm_f, heads.norm_e
+        self.w1 = Int8Linear(heads.w1[0].T, heads.b1[0])
+        self.w2 = Int8Linear(heads.w2[0].T, heads.b2[0])
+
+    def __call__(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.norm_f(f), self.norm_e(e)], -1)  # [N, 2D]
+        return f + self.w2(F.silu(self.w1(x)))
 
 
 AutoConfig.register(DraftHeadsConfig.model_type, DraftHeadsConfig)

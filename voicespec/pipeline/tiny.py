@@ -80,10 +80,11 @@ def codec_draft(target: CodecStepLM, n_layers: int = 1) -> CodecStepLM:
 
 
 def tiny_draft_heads(target: CodecStepLM, kind: str = "feature", n_heads: int = 1, seed: int = 0,
-                     width: int = 64) -> DraftHeads:
+                     width: int = 64, inference_weights: str = "float32") -> DraftHeads:
     """Random draft heads for ``target`` (a coarse-first tiny codec LM): a perturbed identity, so
     drafts are accepted often but not always."""
-    config = DraftHeadsConfig(kind=kind, hidden_size=target.model.config.hidden_size, width=width, n_heads=n_heads)
+    config = DraftHeadsConfig(kind=kind, hidden_size=target.model.config.hidden_size, width=width, n_heads=n_heads,
+                              inference_weights=inference_weights)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         heads = DraftHeads(config)

@@ -94,18 +94,20 @@ def draft_loop(ctx: DraftContext, gamma: int, next_logits: Callable[[int, torch.
     state, generated = ctx.state, ctx.generated
     step = ctx.history[-1]
     steps, probs = [], []
+    greedy, history = policy.sampling.greedy, policy.sampling.uses_history
     for j in range(gamma):
         if layout.is_done(state):
             break
-        warped = policy.warp(next_logits(j, step), state, generated[:0], generated)[0]
-        if policy.sampling.greedy:
+        warped = policy.warp_one(next_logits(j, step), state, generated)[0]
+        if greedy:
             step = warped.argmax(-1)
         else:
             probs.append(policy.probs(warped))
             step = sample(probs[-1], ctx.generator)
         steps.append(step)
         state = layout.advance(state, step)
-        generated = torch.cat([generated, step.unsqueeze(0)])
+        if history:  # only the repetition penalty reads the drafted steps back
+            generated = torch.cat([generated, step.unsqueeze(0)])
     if not steps:
         return Draft(ctx.history[:0])
     return Draft(torch.stack(steps), torch.stack(probs) if probs else None)

@@ -87,6 +87,9 @@ class FeatureDrafter:
             raise ValueError("draft heads read one token per step: they need a coarse-first target")
         self.target, self.heads = target, heads.eval()
         self.name = name or self.name
+        # (f, e [N, D]) -> predicted f [N, D]; Medusa's heads run all at once instead
+        self.block = heads.block() if heads.config.kind == "feature" else None
+        self._readout = heads.readout(target.model.heads.weight)  # the target's own heads, [N, D] -> [N, V]
 
     @property
     def layout(self) -> TokenLayout:
@@ -97,8 +100,7 @@ class FeatureDrafter:
 
     def readout(self, f: torch.Tensor) -> torch.Tensor:
         """Logits ``[N, 1, V]`` (host, float32) of predicted hidden states ``f [N, D]``."""
-        model = self.target.model
-        return model.heads(f).view(f.shape[0], 1, model.head_vocab).float().cpu()
+        return self._readout(f).view(f.shape[0], 1, self.target.model.head_vocab).float().cpu()
 
     def tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
         session, start, policy = ctx.target, ctx.history.shape[0] - 1, ctx.policy
@@ -110,7 +112,7 @@ class FeatureDrafter:
         level = [0]
         for d, b in enumerate(shape.branching):
             e = session.embed_at(torch.stack([tokens[t] for t in level]), start + d, together=True)[0]  # [n, D]
-            f_out = self.heads(f, e)[0]
+            f_out = self.block(f, e)
             raw = self.readout(f_out)  # [n, 1, V]
             works = [policy.warp_work(raw[i: i + 1], states[t], paths[t][:0], paths[t]) for i, t in enumerate(level)]
             warped = [w[0] for w in WarpWork.run(works)]  # [G=1, V] each
@@ -138,7 +140,7 @@ class FeatureDrafter:
 
         def next_logits(j: int, step: torch.Tensor) -> torch.Tensor:
             e = session.embed_at(step[None], start + j)[0]  # [1, D]
-            state["f"] = self.heads(state["f"], e)[0]
+            state["f"] = self.block(state["f"], e)
             return self.readout(state["f"])
 
         return next_logits
