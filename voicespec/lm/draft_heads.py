@@ -110,7 +110,9 @@ class Int8Block:
         self.w2 = Int8Linear(heads.w2[0].T, heads.b2[0])
 
     def __call__(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([self.norm_f(f), self.norm_e(e)], -1)  # [N, 2D]
+        nf, ne = self.norm_f, self.norm_e  # as the modules compute them, without their dispatch
+        x = torch.cat([F.rms_norm(f, nf.normalized_shape, nf.weight, nf.eps),
+                       F.rms_norm(e, ne.normalized_shape, ne.weight, ne.eps)], -1)  # [N, 2D]
         return f + self.w2(F.silu(self.w1(x)))
 
 
