@@ -23,7 +23,6 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, PretrainedConfig, PreTrainedModel
 
 from voicespec.engine.config import SamplingConfig
@@ -102,14 +101,6 @@ class CodecLMConfig(PretrainedConfig):
         )
 
 
-def _mlp(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """``mlp(x)`` for a fine-stage MLP (LayerNorm, Linear, GELU, Linear) as the functions its
-    modules call, without four module dispatches: it runs three times per generated frame."""
-    norm, up, _, down = mlp
-    x = F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-    return F.linear(F.gelu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
-
-
 class FineStage(nn.Module):
     """Codebooks 1..K-1 of a frame from the backbone's hidden state ``h`` (the one that predicted
     the frame's coarse code), that coarse code, and the previous frame's K codes: one small MLP
@@ -156,7 +147,7 @@ class FineStage(nn.Module):
             x = torch.stack([base[b][j] for b in rows]) + self.prev(prev[rows] + offsets).sum(1)  # [R, W]
             for k, mlp in enumerate(self.depth, start=1):
                 x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
-                col[k] = pick(_mlp(mlp, x), rows).to(device)
+                col[k] = pick(mlp(x), rows).to(device)
             for i, b in enumerate(rows):
                 frames[b][:, j] = col[:, i]
             prev[rows] = col.T

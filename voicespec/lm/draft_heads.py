@@ -74,10 +74,14 @@ class DraftHeads(PreTrainedModel):
 
     def forward(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """``f, e [N, D]`` -> predicted features ``[H, N, D]`` (one row per head)."""
-        x = torch.cat([self.norm_f(f), self.norm_e(e)], -1)  # [N, 2D]
+        x = self.inputs(f, e)
         if self.w1.shape[0] == 1:  # one head (the feature drafter, per drafted step): no batch of heads to expand into
             return (f + torch.addmm(self.b2[0], F.silu(torch.addmm(self.b1[0], x, self.w1[0])), self.w2[0]))[None]
         return f + torch.baddbmm(self.b2, F.silu(torch.baddbmm(self.b1, x.expand(self.w1.shape[0], *x.shape), self.w1)), self.w2)
+
+    def inputs(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+        """What every head reads: ``[norm(f); norm(e)]``, ``[N, 2D]``."""
+        return torch.cat([self.norm_f(f), self.norm_e(e)], -1)
 
     @property
     def int8(self) -> bool:
@@ -105,15 +109,12 @@ class Int8Block:
     """:class:`DraftHeads`' feature block with int8 copies of ``W1`` and ``W2`` (the norms stay float)."""
 
     def __init__(self, heads: DraftHeads) -> None:
-        self.norm_f, self.norm_e = heads.norm_f, heads.norm_e
+        self.inputs = heads.inputs
         self.w1 = Int8Linear(heads.w1[0].T, heads.b1[0])
         self.w2 = Int8Linear(heads.w2[0].T, heads.b2[0])
 
     def __call__(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        nf, ne = self.norm_f, self.norm_e  # as the modules compute them, without their dispatch
-        x = torch.cat([F.rms_norm(f, nf.normalized_shape, nf.weight, nf.eps),
-                       F.rms_norm(e, ne.normalized_shape, ne.weight, ne.eps)], -1)  # [N, 2D]
-        return f + self.w2(F.silu(self.w1(x)))
+        return f + self.w2(F.silu(self.w1(self.inputs(f, e))))
 
 
 AutoConfig.register(DraftHeadsConfig.model_type, DraftHeadsConfig)
