@@ -9,6 +9,7 @@ import pytest
 from voicespec.engine.controller import (
     AdaptiveGamma,
     ControllerConfig,
+    ControllerMemory,
     FixedGamma,
     best_gamma,
     expected_steps,
@@ -162,19 +163,60 @@ def test_adaptive_first_choice_is_probe():
 
 
 def test_adaptive_observe_updates_hand_computed():
-    ctrl = AdaptiveGamma(ControllerConfig(gamma_max=4, smoothing=0.5, prior_acceptance=0.6))
+    ctrl = AdaptiveGamma(ControllerConfig(gamma_max=4, smoothing=0.5, memory=0.5, shrinkage=1.0, prior_acceptance=0.6))
     ctrl.observe(4, 2, 0.4, 1.0)  # two accepted, third rejected, fourth never judged
-    assert ctrl.alphas == pytest.approx([0.8, 0.8, 0.3, 0.6])
+    assert ctrl.estimates.hits == [1, 1, 0] and ctrl.estimates.tries == [1, 1, 1]
+    pooled = (2 + 0.6) / (3 + 1)  # every judged position, plus one pseudo-observation at the prior
+    assert ctrl.alphas == pytest.approx([(1 + pooled) / 2, (1 + pooled) / 2, pooled / 2, pooled])
     assert ctrl.draft_cost == pytest.approx(0.1)
     assert ctrl.verify_costs == {5: pytest.approx(1.0)}
-    ctrl.observe(4, 4, 0.2, 2.0)  # all accepted
-    assert ctrl.alphas == pytest.approx([0.9, 0.9, 0.65, 0.8])
+    ctrl.observe(4, 4, 0.2, 2.0, 0.5)  # all accepted; counts fade by half first; 0.5 s for 5 committed steps
+    assert ctrl.estimates.hits == pytest.approx([1.5, 1.5, 1, 1]) and ctrl.estimates.tries == pytest.approx([1.5, 1.5, 1.5, 1])
+    pooled = (5 + 0.6) / (5.5 + 1)
+    assert ctrl.alphas == pytest.approx([(1.5 + pooled) / 2.5, (1.5 + pooled) / 2.5, (1 + pooled) / 2.5, (1 + pooled) / 2])
     assert ctrl.draft_cost == pytest.approx(0.5 * 0.1 + 0.5 * 0.05)
     assert ctrl.verify_costs[5] == pytest.approx(1.5)
-    ctrl.observe(0, 0, 0.0, 0.7)  # plain step: only the 1-position verify cost is learnt
-    assert ctrl.alphas == pytest.approx([0.9, 0.9, 0.65, 0.8])
+    assert ctrl.estimates.commit_cost == pytest.approx(0.1)
+    ctrl.observe(0, 0, 0.0, 0.7, 0.02)  # plain step: the 1-position verify cost and the commit cost are learnt
+    assert ctrl.alphas[0] == pytest.approx((1.5 + pooled) / 2.5)
     assert ctrl.draft_cost == pytest.approx(0.075)
     assert ctrl.verify_costs[1] == pytest.approx(0.7)
+    assert ctrl.estimates.commit_cost == pytest.approx(0.5 * 0.1 + 0.5 * 0.02)
+
+
+def test_adaptive_acceptance_estimate_is_steady():
+    """True acceptance 0.7 at every position: a per-position moving average of 0/1 outcomes read
+    it as 0.59-0.99 (deep positions are judged rarely); the pooled, shrunk counts stay close."""
+    rng = random.Random(0)
+    ctrl = AdaptiveGamma(ControllerConfig(gamma_max=8))
+    for _ in range(2000):
+        g = ctrl.choose(8) or 1
+        a = 0
+        while a < g and rng.random() < 0.7:
+            a += 1
+        ctrl.observe(g, a, 0.001 * g, 0.01)
+    assert all(abs(x - 0.7) < 0.1 for x in ctrl.alphas), ctrl.alphas
+
+
+def test_adaptive_estimates_are_shared_through_memory():
+    memory = ControllerMemory()
+    first = AdaptiveGamma(ControllerConfig(), estimates=memory.estimates("sampling"))
+    run(first, 40, perfect_cheap)
+    later = AdaptiveGamma(ControllerConfig(), estimates=memory.estimates("sampling"))
+    assert later.choose(8) == 8  # no probe, no climb: it starts where the first request ended
+    fresh = AdaptiveGamma(ControllerConfig(), estimates=memory.estimates("greedy"))
+    assert fresh.choose(8) == fresh.config.probe_gamma  # another setting learns on its own
+
+
+def test_best_gamma_charges_committed_steps():
+    """Work per committed step (a fine stage) is paid whatever γ is: it lowers every rate, and the
+    choice is the brute-force best of (expected steps) / (drafts + pass + steps × commit cost)."""
+    alphas, verify = [0.7] * 8, (lambda n: 0.010 + 0.001 * n)
+    for commit in (0.0, 0.003, 0.02):
+        g = best_gamma(alphas, 0.002, verify, 8, commit_cost=commit)
+        rate = lambda h: expected_steps(alphas, h) / step_cost(h, 0.002, verify, commit, expected_steps(alphas, h))  # noqa: E731
+        assert rate(g) == pytest.approx(max(rate(h) for h in range(9)))
+    assert step_cost(2, 0.002, verify, 0.003, 2.19) == pytest.approx(2 * 0.002 + 0.013 + 0.003 * 2.19)
 
 
 def test_adaptive_perfect_cheap_drafter_goes_to_max():

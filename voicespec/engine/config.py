@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from voicespec.checks import is_int
 from voicespec.engine.controller import (
-    AdaptiveGamma, Controller, ControllerConfig, FixedGamma, check_branching, check_gamma,
+    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, FixedGamma, check_branching, check_gamma,
 )
 
 
@@ -87,5 +87,9 @@ class DecodeConfig:
         if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise ValueError(f"seed must be an integer in [0, 2**53 - 1], got {self.seed!r}")
 
-    def make_controller(self) -> Controller:
-        return AdaptiveGamma(self.controller) if self.gamma == "auto" else FixedGamma(int(self.gamma))
+    def make_controller(self, memory: ControllerMemory | None = None) -> Controller:
+        """γ's controller for one request; with ``memory``, an adaptive one starts from (and adds to)
+        what earlier requests with this sampling setting measured."""
+        if self.gamma != "auto":
+            return FixedGamma(int(self.gamma))
+        return AdaptiveGamma(self.controller, estimates=None if memory is None else memory.estimates(self.sampling))

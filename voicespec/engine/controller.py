@@ -5,12 +5,19 @@ drafts before it accepted)), a verify pass commits on average ``1 + Σ_i Π_{j�
 costs ``γ·c_draft + c_verify(γ+1)``. The adaptive controller measures both sides and picks the γ
 with the most expected steps per second; γ = 0 (plain decoding) competes on equal terms, so a
 drafter that does not pay is switched off, then probed again now and then so it can come back.
+
+Acceptance is estimated from decayed counts, not a per-position moving average: each pass judges
+only ``accepted + 1`` positions, so a per-position average of 0/1 outcomes is too noisy to choose
+γ from (measured here: true α ≈ 0.7 at every position read as 0.6–0.98). Every judged position
+feeds one pooled rate, and each position's rate is its own counts shrunk towards it. The
+estimates (:class:`Estimates`) outlive a request: a :class:`ControllerMemory` keeps one set per
+sampling setting for every request of a drafter, as a server learns its machine and its drafter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from voicespec.checks import is_int
@@ -53,9 +60,12 @@ def expected_steps(alphas: Sequence[float], gamma: int) -> float:
     return total
 
 
-def step_cost(gamma: int, draft_cost: float, verify_cost: Callable[[int], float]) -> float:
-    """Seconds for one draft-and-verify step: γ draft steps plus a verify pass of γ+1 positions."""
-    return gamma * draft_cost + verify_cost(gamma + 1)
+def step_cost(gamma: int, draft_cost: float, verify_cost: Callable[[int], float],
+              commit_cost: float = 0.0, steps: float = 0.0) -> float:
+    """Seconds for one draft-and-verify step: γ draft steps, a verify pass of γ+1 positions, and
+    ``commit_cost`` for each of the ``steps`` it commits (work done per committed step whatever γ
+    is, e.g. a fine stage completing each frame: it is what speculation cannot amortize)."""
+    return gamma * draft_cost + verify_cost(gamma + 1) + commit_cost * steps
 
 
 def best_gamma(
@@ -64,15 +74,17 @@ def best_gamma(
     verify_cost: Callable[[int], float],
     gamma_max: int,
     time_cap: float | None = None,
+    commit_cost: float = 0.0,
 ) -> int:
     """The γ in ``0..gamma_max`` maximising expected steps per second, among those whose step
     fits in ``time_cap`` seconds (γ = 0 when none does: nothing faster exists)."""
     best, best_rate = 0, -1.0
     for g in range(min(gamma_max, len(alphas)) + 1):
-        cost = step_cost(g, draft_cost, verify_cost)
+        steps = expected_steps(alphas, g)
+        cost = step_cost(g, draft_cost, verify_cost, commit_cost, steps)
         if g and time_cap is not None and cost > time_cap:
             continue
-        rate = expected_steps(alphas, g) / max(cost, 1e-12)
+        rate = steps / max(cost, 1e-12)
         if rate > best_rate * (1 + 1e-9):
             best, best_rate = g, rate
     return best
@@ -82,8 +94,9 @@ class Controller(Protocol):
     def choose(self, limit: int) -> int:
         """γ for the next step, at most ``limit``."""
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
-        """Feed back one step: steps drafted/accepted whole and the measured times."""
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
+        """Feed back one step: steps drafted/accepted whole and the measured times (``commit_s``:
+        the work done for the steps it committed, apart from the pass)."""
 
 
 @dataclass
@@ -97,33 +110,82 @@ class FixedGamma:
     def choose(self, limit: int) -> int:
         return min(self.gamma, limit)
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
         pass
 
 
 @dataclass
 class ControllerConfig:
     gamma_max: int = 8
-    smoothing: float = 0.15  # EWMA weight of a new observation
+    smoothing: float = 0.05  # EWMA weight of a new cost observation
+    memory: float = 0.02  # acceptance counts fade by this fraction per verify pass (~1/memory passes remembered)
+    shrinkage: float = 4.0  # pseudo-observations pulling a position's acceptance towards the pooled rate
     prior_acceptance: float = 0.6  # before anything is measured: optimistic enough to try
     probe_every: int = 16  # while off, try a short draft after this many plain steps
     probe_gamma: int = 2
     time_cap_s: float | None = None  # per-step latency budget; never plan a step above it
 
 
-class AdaptiveGamma:
-    """EWMA acceptance per position and EWMA costs; γ maximising expected steps per second."""
+@dataclass
+class Estimates:
+    """What an adaptive controller has learnt; shared by the requests of one drafter and sampling
+    setting (:class:`ControllerMemory`). ``hits[i]`` / ``tries[i]``: decayed counts of drafts
+    accepted / judged at position ``i + 1``; costs in seconds (EWMA)."""
 
-    def __init__(self, config: ControllerConfig | None = None, verify_costs: dict[int, float] | None = None) -> None:
+    hits: list[float] = field(default_factory=list)
+    tries: list[float] = field(default_factory=list)
+    draft_cost: float | None = None  # per drafted step
+    commit_cost: float = 0.0  # per committed step, apart from the pass (the fine stage)
+    verify_costs: dict[int, float] = field(default_factory=dict)  # by positions verified
+
+
+class ControllerMemory:
+    """:class:`Estimates` that outlive a request, one set per key (the sampling setting: a
+    drafter's acceptance differs between greedy and sampled decoding)."""
+
+    def __init__(self) -> None:
+        self._estimates: dict[Hashable, Estimates] = {}
+
+    def estimates(self, key: Hashable) -> Estimates:
+        return self._estimates.setdefault(key, Estimates())
+
+
+class AdaptiveGamma:
+    """Acceptance by position from decayed counts, EWMA costs; γ maximising expected steps per
+    second. ``estimates``: start from (and keep updating) shared ones; ``verify_costs``: share
+    only the target's pass costs (the candidates of one request, engine/drafters/choice.py)."""
+
+    def __init__(self, config: ControllerConfig | None = None, verify_costs: dict[int, float] | None = None,
+                 estimates: Estimates | None = None) -> None:
         self.config = c = config or ControllerConfig()
         if c.gamma_max < 1:
             raise ValueError("gamma_max must be >= 1")
-        self.alphas = [c.prior_acceptance] * c.gamma_max
-        self.draft_cost: float | None = None
-        # The target's pass cost does not depend on the drafter: controllers of several drafters
-        # of one request share it (engine/drafters/choice.py).
-        self.verify_costs: dict[int, float] = {} if verify_costs is None else verify_costs
+        self.estimates = estimates if estimates is not None else Estimates()
+        if verify_costs is not None:
+            self.estimates.verify_costs = verify_costs
         self.off_steps = 0
+
+    @property
+    def draft_cost(self) -> float | None:
+        return self.estimates.draft_cost
+
+    @property
+    def verify_costs(self) -> dict[int, float]:
+        return self.estimates.verify_costs
+
+    @verify_costs.setter
+    def verify_costs(self, costs: dict[int, float]) -> None:
+        self.estimates.verify_costs = costs
+
+    @property
+    def alphas(self) -> list[float]:
+        """Acceptance at positions ``1..gamma_max``: each position's counts plus ``shrinkage``
+        pseudo-observations at the pooled rate (itself shrunk towards the prior)."""
+        e, k = self.estimates, self.config.shrinkage
+        pooled = (sum(e.hits) + k * self.config.prior_acceptance) / (sum(e.tries) + k)
+        n = self.config.gamma_max
+        hits, tries = e.hits[:n] + [0.0] * (n - len(e.hits)), e.tries[:n] + [0.0] * (n - len(e.tries))
+        return [(h + k * pooled) / (t + k) for h, t in zip(hits, tries)]
 
     def verify_cost(self, n: int) -> float:
         """Measured cost of verifying ``n`` positions; unmeasured sizes are interpolated linearly
@@ -152,16 +214,20 @@ class AdaptiveGamma:
         current estimates say would break the time cap."""
         c = self.config
         g = min(c.probe_gamma, c.gamma_max, limit)
-        if c.time_cap_s is not None and self.draft_cost is not None:
-            while g and step_cost(g, self.draft_cost, self.verify_cost) > c.time_cap_s:
+        e = self.estimates
+        if c.time_cap_s is not None and e.draft_cost is not None:
+            alphas = self.alphas
+            while g and step_cost(g, e.draft_cost, self.verify_cost, e.commit_cost, expected_steps(alphas, g)) > c.time_cap_s:
                 g -= 1
         return g
 
     def best(self, limit: int) -> tuple[int, float]:
         """The γ the estimates favour now and its expected steps per second (before any probe)."""
         c = self.config
-        g = best_gamma(self.alphas, self.draft_cost or 0.0, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s)
-        return g, expected_steps(self.alphas, g) / max(step_cost(g, self.draft_cost or 0.0, self.verify_cost), 1e-12)
+        alphas, e = self.alphas, self.estimates
+        g = best_gamma(alphas, e.draft_cost or 0.0, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s, e.commit_cost)
+        steps = expected_steps(alphas, g)
+        return g, steps / max(step_cost(g, e.draft_cost or 0.0, self.verify_cost, e.commit_cost, steps), 1e-12)
 
     def choose(self, limit: int) -> int:
         c = self.config
@@ -178,23 +244,23 @@ class AdaptiveGamma:
                 self.off_steps = 0
         return g
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
-        w = self.config.smoothing
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
+        e, w = self.estimates, self.config.smoothing
         n = drafted + 1
-        old = self.verify_costs.get(n)
-        self.verify_costs[n] = verify_s if old is None else (1 - w) * old + w * verify_s
+        old = e.verify_costs.get(n)
+        e.verify_costs[n] = verify_s if old is None else (1 - w) * old + w * verify_s
+        e.commit_cost = (1 - w) * e.commit_cost + w * commit_s / (accepted + 1) if e.commit_cost else commit_s / (accepted + 1)
         if drafted == 0:
             return
         per_step = draft_s / drafted
-        self.draft_cost = per_step if self.draft_cost is None else (1 - w) * self.draft_cost + w * per_step
-        # Positions 1..accepted were accepted; position accepted+1 (if drafted) was rejected.
-        for i in range(min(drafted, accepted + 1)):
-            hit = 1.0 if i < accepted else 0.0
-            self.alphas[i] = (1 - w) * self.alphas[i] + w * hit
-        # Positions beyond the draft were not observed. Drift them (slowly) up towards the deepest
-        # observed rate, so a drafter that keeps being accepted gets tried at a longer γ instead
-        # of being judged forever on the prior.
-        edge = self.alphas[drafted - 1]
-        for i in range(drafted, len(self.alphas)):
-            if self.alphas[i] < edge:
-                self.alphas[i] += w / 2 * (edge - self.alphas[i])
+        e.draft_cost = per_step if e.draft_cost is None else (1 - w) * e.draft_cost + w * per_step
+        # Positions 1..accepted were accepted; position accepted+1 (if drafted) was rejected; the
+        # rest were never judged.
+        keep = 1 - self.config.memory
+        judged = min(drafted, accepted + 1)
+        if len(e.tries) < judged:
+            e.hits += [0.0] * (judged - len(e.hits))
+            e.tries += [0.0] * (judged - len(e.tries))
+        for i in range(len(e.tries)):
+            e.hits[i] = keep * e.hits[i] + (i < accepted)
+            e.tries[i] = keep * e.tries[i] + (i < judged)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from voicespec.engine.config import DecodeConfig
+from voicespec.engine.controller import ControllerMemory
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, Pass, StepLM
@@ -51,12 +52,16 @@ class _Step:
 
 
 class SpecDecoder:
-    """Holds the target, the drafter and the configuration; each request is a :class:`Generation`."""
+    """Holds the target, the drafter and the configuration; each request is a :class:`Generation`.
+    ``memory``: what the adaptive γ controller learnt from earlier requests of this drafter (pass
+    one that outlives the decoder, e.g. :meth:`Voice.controller_memory`, to keep it across decoders)."""
 
-    def __init__(self, target: StepLM, drafter: Drafter | None = None, config: DecodeConfig | None = None) -> None:
+    def __init__(self, target: StepLM, drafter: Drafter | None = None, config: DecodeConfig | None = None,
+                 memory: ControllerMemory | None = None) -> None:
         self.target = target
         self.drafter = drafter
         self.config = config or DecodeConfig()
+        self.memory = memory if memory is not None else ControllerMemory()
         if drafter is not None and drafter.layout is not None and drafter.layout != target.layout:
             raise ValueError(
                 f"drafter {drafter.name!r} does not match the target's vocabulary/layout: "
@@ -84,7 +89,7 @@ class Generation:
         self.layout = layout
         self.config = config
         self.policy = TokenPolicy(layout, config.sampling)
-        self.controller = config.make_controller()
+        self.controller = config.make_controller(decoder.memory)
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
         # The fine stage draws from its own stream, so its codes depend only on the verified coarse
         # codes, not on how many draws verification made (same frames with speculation on or off).
@@ -184,17 +189,20 @@ class Generation:
         if self.draft_session is not None:
             self.draft_session.rollback(keep)
         frames = self.assembler.pop(self.generated, self.state)
+        commit_s = 0.0
         if self.layout.fine:
+            t_fine = time.perf_counter()
             frames = yield self.target.fine_work(frames[0], self._fine_from, self.config.sampling, self.fine_generator)
+            commit_s = time.perf_counter() - t_fine
 
         # In a batch every session waits for every session's drafting (drafts run one session
         # after another), so drafting costs the batch B times what it costs this session: so
         # charged, speculation turns itself off under load where it no longer pays. The pass is
-        # charged with everything after drafting (verdict, commit, the fine stage's call), not the
-        # forward alone: those per-pass costs are what a longer accepted block amortizes too.
+        # charged with everything after drafting (verdict, commit) but the fine stage's call,
+        # which costs per committed frame whatever γ is and is charged as such (``commit_s``).
         draft_s = step.t_drafted - t0
-        pass_s = time.perf_counter() - step.t_drafted
-        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s)
+        pass_s = time.perf_counter() - step.t_drafted - commit_s
+        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s, commit_s)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt

@@ -121,7 +121,8 @@ class SynthesisStream:
         if options.speed != 1.0 and voice.duration is None:
             raise ValueError(f"voice {voice.name!r} has no duration predictor: it cannot change its speed")
         self.drafter_name = options.drafter or voice.config.default_drafter
-        self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode)
+        self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode,
+                                   voice.controller_memory(self.drafter_name))
         self.stats = SynthesisStats(sample_rate=options.sample_rate or voice.codec.sample_rate)
         self.stats.frontend_s = time.perf_counter() - t0
         self._t0 = t0

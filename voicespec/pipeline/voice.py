@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from voicespec.codec.model import Codec
+from voicespec.engine.controller import ControllerMemory
 from voicespec.engine.drafters import Drafter
 from voicespec.frontend.duration import DurationModel, frame_track, load_duration
 from voicespec.engine.layout import FlatLayout, Prompt
@@ -70,6 +71,7 @@ class Voice:
         self.frontend = FrontEnd(self.tokenizer)
         self.tokenizer.encode("hello")  # load the phonemizer's lexicon now, not on the first request
         self._drafters: dict[str, Drafter] = {}
+        self._controller_memory: dict[str, ControllerMemory] = {}
         self.frame_cache: FrameCache | None = None  # decoded sentences to replay (pipeline/frame_cache.py); off by default
         layout = target.layout
         if layout.n_codebooks != codec.n_codebooks or layout.codebook_size != codec.codebook_size:
@@ -142,6 +144,11 @@ class Voice:
                                                      device=weights.device, dtype=weights.dtype, target=self.target,
                                                      resolve=self.drafter)
         return self._drafters[name]
+
+    def controller_memory(self, name: str) -> ControllerMemory:
+        """What γ's adaptive controller has learnt for drafter ``name`` on this voice, kept across
+        requests (acceptance and costs are properties of the drafter and the machine, not of a request)."""
+        return self._controller_memory.setdefault(name, ControllerMemory())
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path | None = None, *, device: str = "auto",

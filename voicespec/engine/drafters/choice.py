@@ -47,12 +47,12 @@ class ChoiceSession:
         self.gamma = self.controllers[self.active].choose(limit)
         return self.gamma
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float) -> None:
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
         """A drafter asked for steps that proposed none (n-gram without a match) is scored as one
         rejected step at what the attempt cost, so it cannot keep its optimistic prior."""
         if drafted == 0 and self.gamma > 0:
             drafted = 1
-        self.controllers[self.active].observe(drafted, accepted, draft_s, verify_s)
+        self.controllers[self.active].observe(drafted, accepted, draft_s, verify_s, commit_s)
 
     def propose(self, ctx: DraftContext, gamma: int) -> Draft:
         return self.sessions[self.active].propose(ctx, gamma)
