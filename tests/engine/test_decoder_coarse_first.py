@@ -28,8 +28,9 @@ from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_draft_heads
 GREEDY = SamplingConfig(temperature=0)
 
 
-def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for):
-    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True)
+@pytest.mark.parametrize("reads_prev", [True, False], ids=["fine-reads-prev", "fine-batched"])
+def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for, reads_prev):
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev)
     prompt = target.layout.prompt([1, 2, 3, 4])
     plain = SpecDecoder(target, None, DecodeConfig(GREEDY, gamma=0, max_steps=40)).generate(prompt)
     plain_frames = plain.run()
@@ -42,11 +43,12 @@ def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for):
             assert torch.equal(frames, plain_frames), f"{name} γ={gamma}"
 
 
-def test_sampled_fine_codes_do_not_depend_on_gamma():
+@pytest.mark.parametrize("reads_prev", [True, False], ids=["fine-reads-prev", "fine-batched"])
+def test_sampled_fine_codes_do_not_depend_on_gamma(reads_prev):
     """The fine stage draws from its own seeded stream: the same coarse codes get the same fine
     codes whatever γ (here the draft is the target itself, so every γ commits the same coarse
     sequence only when each draw agrees; we compare frames wherever the coarse rows agree)."""
-    target = tiny_codec_lm(seed=6, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True)
+    target = tiny_codec_lm(seed=6, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev)
     prompt = target.layout.prompt([1, 2])
     sampling = SamplingConfig(temperature=0.9, top_k=4)
     runs = [SpecDecoder(target, ModelDrafter(target), DecodeConfig(sampling, gamma=g, max_steps=30, seed=7))
@@ -62,8 +64,9 @@ SAMPLING = SamplingConfig(temperature=1.3, top_k=3)
 N_STEPS = 2
 
 
-def coarse_case(sharpened):
-    target = sharpened(tiny_codec_lm(seed=21, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True))
+def coarse_case(sharpened, reads_prev: bool = True):
+    target = sharpened(tiny_codec_lm(seed=21, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True,
+                                     fine_reads_prev=reads_prev))
     with torch.no_grad():
         for mlp in target.model.fine.depth:
             mlp[-1].weight.mul_(8.0)
@@ -131,6 +134,11 @@ def empirical_frames_batched(target, drafter, prompt, n: int, per_batch: int = 6
     return counts
 
 
+def empirical_frames_batched_fine(target, drafter, prompt, n: int) -> Counter:
+    """As :func:`empirical_frames`, with a target whose fine stage completes a pass's frames at once."""
+    return empirical_frames(target, drafter, prompt, n)
+
+
 def _drafter(kind: str, target, draft):
     if kind == "draft-model":
         return ModelDrafter(draft)
@@ -144,13 +152,15 @@ def _drafter(kind: str, target, draft):
 @pytest.mark.slow
 @pytest.mark.parametrize("empirical,kind", [(empirical_frames, "draft-model"), (empirical_frames_batched, "draft-model"),
                                             (empirical_frames, "feature"), (empirical_frames, "medusa"),
-                                            (empirical_frames_batched, "early-exit"), (empirical_frames_tree, "feature-int8")],
-                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-int8-tree"])
+                                            (empirical_frames_batched, "early-exit"), (empirical_frames_tree, "feature-int8"),
+                                            (empirical_frames_batched_fine, "feature")],
+                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-int8-tree",
+                              "feature-heads-batched-fine"])
 def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
         empirical, kind, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
     """Alone, and through the batched path with each generation mixed with sessions of other
     prompt lengths and γ; a separate draft model, and draft heads reading the target's state."""
-    target, draft, prompt = coarse_case(sharpened)
+    target, draft, prompt = coarse_case(sharpened, reads_prev=empirical is not empirical_frames_batched_fine)
     drafter = _drafter(kind, target, draft)
     exact = exact_frames(target, prompt, exact_distribution)
     assert abs(sum(exact.values()) - 1) < 1e-5
@@ -169,7 +179,7 @@ def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
             m.setattr(decoder_module, "verify_sampling", accept_everything)
         assert chi_square_pvalue(empirical(target, drafter, prompt, n_control), exact) < 1e-6
     with monkeypatch.context() as m:
-        m.setattr(codec_lm_module, "choose_rows", lambda logits, config, generators: logits.argmax(-1))
+        m.setattr(codec_lm_module, "choose_rows", lambda logits, config, uniforms: logits.argmax(-1))
         assert chi_square_pvalue(empirical(target, drafter, prompt, 300), exact) < 1e-6
 
 

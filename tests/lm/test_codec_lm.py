@@ -119,27 +119,34 @@ def test_model_saves_and_loads_with_its_fine_stage(tmp_path):
     assert torch.allclose(lm.model.fine.logits(ha[0, 2:], frames, prev), back.model.fine.logits(hb[0, 2:], frames, prev))
 
 
-def test_fine_stage_sampling_follows_its_teacher_forced_factorization():
-    """``generate`` (codebook by codebook, frame by frame) picks from exactly the logits that
-    ``logits`` (teacher-forced, the training loss) gives for the codes it picked."""
-    fine = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True).model.fine
+@pytest.mark.parametrize("reads_prev", [True, False])
+def test_fine_stage_sampling_follows_its_teacher_forced_factorization(reads_prev):
+    """``generate`` (codebook by codebook; frame by frame, or all frames at once when the stage
+    does not read the previous frame) picks from exactly the logits that ``logits``
+    (teacher-forced, the training loss) gives for the codes it picked."""
+    fine = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True, fine_reads_prev=reads_prev).model.fine
+    assert (fine.prev is None) != reads_prev
     h, coarse = torch.randn(6, 64), torch.randint(0, 8, (6,))
-    seen: list[torch.Tensor] = []
+    seen: dict[tuple[int, int], torch.Tensor] = {}
 
-    def pick(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
-        assert logits.shape == (len(rows), 8)
-        seen.append(logits[0])
+    def pick(logits: torch.Tensor, frames: list[tuple[int, int]], k: int) -> torch.Tensor:
+        assert logits.shape == (len(frames), 8)
+        for (b, j), row in zip(frames, logits):
+            seen[j, k] = row
         return logits.argmax(-1)
 
+    def argmax(x, frames, k):
+        return x.argmax(-1)
+
     def generate(h, coarse, prev):
-        return fine.generate([h], [coarse], prev[None], lambda x, rows: x.argmax(-1))[0]
+        return fine.generate([h], [coarse], prev[None], argmax)[0]
 
     with torch.no_grad():
         frames = fine.generate([h], [coarse], torch.full((1, 4), 8), pick)[0]
         prev = torch.cat([torch.full((1, 4), 8), frames.T[:-1]])
         forced = fine.logits(h, frames.T, prev)  # [6, 3, 8]
     assert torch.equal(frames[0], coarse)
-    assert torch.allclose(torch.stack(seen).view(6, 3, 8), forced, atol=1e-5)
+    assert torch.allclose(torch.stack([seen[j, k] for j in range(6) for k in (1, 2, 3)]).view(6, 3, 8), forced, atol=1e-5)
     # streaming: two calls carrying the last frame give the same frames as one call
     with torch.no_grad():
         first = generate(h[:2], coarse[:2], torch.full((4,), 8))
@@ -148,6 +155,33 @@ def test_fine_stage_sampling_follows_its_teacher_forced_factorization():
     # a batch of sessions with different frame counts: each gets the frames it gets alone
     with torch.no_grad():
         batch = fine.generate([h[:2], h[2:], h[:1]], [coarse[:2], coarse[2:], coarse[:1]],
-                              torch.stack([torch.full((4,), 8), first[:, -1], torch.full((4,), 8)]),
-                              lambda x, rows: x.argmax(-1))
+                              torch.stack([torch.full((4,), 8), first[:, -1], torch.full((4,), 8)]), argmax)
     assert torch.equal(batch[0], first) and torch.equal(batch[1], rest) and torch.equal(batch[2], first[:, :1])
+
+
+@pytest.mark.parametrize("reads_prev", [True, False])
+def test_sampled_fine_codes_do_not_depend_on_how_frames_are_grouped(reads_prev):
+    """A session's fine codes are drawn frame by frame, codebook by codebook, from its own
+    generator, however its frames arrive (one verify pass's worth at once, or one by one, as
+    plain decoding gives them) and whoever shares the call."""
+    lm = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True, fine_reads_prev=reads_prev)
+    sampling = SamplingConfig(temperature=1.5)
+    session, other = lm.start(lm.layout.prompt([1, 2])), lm.start(lm.layout.prompt([3]))
+    session.hidden, other.hidden = torch.randn(6, 64), torch.randn(6, 64)
+    coarse = torch.randint(0, 8, (6,))
+
+    def frames(groups: list[int], batched: bool, seed: int = 3) -> torch.Tensor:
+        session.prev = torch.full((4,), 8)
+        gen, out, first = torch.Generator().manual_seed(seed), [], 0
+        for n in groups:
+            works = [session.fine_work(coarse[first:first + n], first, sampling, gen)]
+            if batched:
+                works.append(other.fine_work(coarse[:3], 0, sampling, torch.Generator().manual_seed(9)))
+            out.append(type(works[0]).run(works)[0])
+            first += n
+        return torch.cat(out, 1)
+
+    together = frames([6], False)
+    assert torch.equal(frames([1] * 6, False), together)
+    assert torch.equal(frames([2, 3, 1], True), together)
+    assert not torch.equal(frames([6], False, seed=4), together)  # the draws do matter

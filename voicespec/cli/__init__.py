@@ -43,6 +43,7 @@ TRAIN_RECIPES = (
     ("lm", "prepare (encode + align) the corpus and train (or resume) the codec LM target", "add_lm_args", "voicespec.train.lm", "run_lm"),
     ("draft", "distil a draft model from the target's first layers", "add_draft_args", "voicespec.train.lm", "run_draft"),
     ("features", "distil feature-level (EAGLE-style) or Medusa draft heads on the target's own samples", "add_features_args", "voicespec.train.features", "run_features"),
+    ("fine", "distil a fine stage that completes a verify pass's frames at once (reads no previous frame)", "add_fine_args", "voicespec.train.fine", "run_fine"),
     ("ship-codec", "copy an exported codec into a voice folder with its model card and samples", "add_ship_codec_args", "voicespec.train.card", "run_ship_codec"),
     ("ship", "assemble a voice folder from finished runs, with model cards", "add_ship_args", "voicespec.train.ship", "run_ship"),
 )

@@ -123,6 +123,22 @@ def add_features_args(p: argparse.ArgumentParser) -> None:
     _budget_args(p, 18.0)
 
 
+def add_fine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--voice", required=True, help="voice folder whose target's fine stage is distilled (models/voicespec-tiny)")
+    p.add_argument("--out", required=True, help="run folder: OUT/fine_samples.pt, OUT/run/, OUT/voice/ (the voice with the new stage)")
+    p.add_argument("--utterances", type=int, default=600, help="corpus sentences the target speaks for the samples")
+    p.add_argument("--corpus-seed", type=int, default=7, help="seed of the corpus grammar for those sentences")
+    p.add_argument("--batch", type=int, default=48, help="sentences decoded together while sampling")
+    p.add_argument("--minutes", type=float, default=15.0, help="training time budget (across resumes)")
+    p.add_argument("--batch-frames", type=int, default=2048, help="frames per training batch")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=0, help="also stop after this many steps (0: time budget only)")
+    p.add_argument("--command", help="the command line, for the model card")
+
+
 def add_ship_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--codec", required=True, help="exported codec folder (RUN/codec)")
     p.add_argument("--data", required=True, help="the teacher corpus it was trained on (held-out samples, hours)")

@@ -94,21 +94,21 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One id per row of ``probs`` (``[..., V]``), by inverse CDF from one uniform per row: a row's
     draw depends only on its own probabilities and its generator's next uniform, so rows of
-    different sessions can be drawn together, each from its own generator (:func:`sample_rows`)."""
+    different sessions can be drawn together, each from its own generator (:func:`draw_uniforms`)."""
     flat = probs.reshape(-1, probs.shape[-1])
     u = torch.rand(flat.shape[0], 1, generator=generator, dtype=flat.dtype, device=flat.device)
     return inverse_cdf(flat, u).reshape(probs.shape[:-1])
 
 
-def sample_rows(probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
-    """One id per row of ``probs [R, V]``, row ``r`` drawn from ``generators[r]``: the same id
-    :func:`sample` gives that row alone."""
-    u = [torch.rand(1, 1, generator=g, dtype=probs.dtype, device=probs.device) for g in generators]
-    return inverse_cdf(probs, u[0] if len(u) == 1 else torch.cat(u))
+def draw_uniforms(generator: torch.Generator | None, n: int) -> torch.Tensor:
+    """``[n, 1]``: the next ``n`` uniforms of ``generator``, each the one draw :func:`sample`
+    makes for one row, in order (drawn ahead so that rows picked in any grouping get the same ones)."""
+    return torch.cat([torch.rand(1, 1, generator=generator) for _ in range(n)]) if n else torch.empty(0, 1)
 
 
-def choose_rows(logits: torch.Tensor, config: SamplingConfig, generators: list[torch.Generator | None]) -> torch.Tensor:
+def choose_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Tensor | None) -> torch.Tensor:
     """Ids ``[R]`` for logits ``[R, V]`` with every id legal and no history (the fine stage's
-    codes): warped by ``config``, argmax when greedy, else row ``r`` drawn from ``generators[r]``."""
+    codes): warped by ``config``, argmax when greedy, else row ``r`` drawn by inverse CDF at
+    ``uniforms[r]`` (``[R, 1]``, from :func:`draw_uniforms`; unread when greedy)."""
     x = warp(logits[:, None], None, config)[:, 0]
-    return x.argmax(-1) if config.greedy else sample_rows(x.softmax(-1), generators)
+    return x.argmax(-1) if config.greedy else inverse_cdf(x.softmax(-1), uniforms)

@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, Pretrai
 
 from voicespec.engine.config import SamplingConfig
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout, Prompt
-from voicespec.engine.sampling import choose_rows
+from voicespec.engine.sampling import choose_rows, draw_uniforms
 from voicespec.engine.step_lm import LMSession
 from voicespec.engine.work import Work
 from voicespec.lm.llama import LlamaStack
@@ -47,6 +47,7 @@ class CodecLMConfig(PretrainedConfig):
         coarse_first: bool = False,
         fine_width: int = 256,
         fine_stage: bool = True,
+        fine_reads_prev: bool = True,
         hidden_size: int = 256,
         num_hidden_layers: int = 4,
         num_attention_heads: int = 4,
@@ -66,6 +67,9 @@ class CodecLMConfig(PretrainedConfig):
         self.coarse_first = coarse_first
         self.fine_width = fine_width
         self.fine_stage = fine_stage  # False: a coarse-first draft, which proposes codebook 0 only
+        # False: the fine stage reads no codes of the previous frame, so the frames one verify pass
+        # accepted are completed as one batch (their weights read once), not one after another.
+        self.fine_reads_prev = fine_reads_prev
         if coarse_first and n_codebooks < 2:
             raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
         self.hidden_size = hidden_size
@@ -103,38 +107,54 @@ class CodecLMConfig(PretrainedConfig):
 
 class FineStage(nn.Module):
     """Codebooks 1..K-1 of a frame from the backbone's hidden state ``h`` (the one that predicted
-    the frame's coarse code), that coarse code, and the previous frame's K codes: one small MLP
-    per codebook, each reading the codes of the codebooks before it (depth-causal, so sampling
-    codebook by codebook is exact ancestral sampling of the trained factorization).
+    the frame's coarse code), that coarse code, and (``reads_prev``) the previous frame's K codes:
+    one small MLP per codebook, each reading the codes of the codebooks before it (depth-causal, so
+    sampling codebook by codebook is exact ancestral sampling of the trained factorization).
+
+    Reading the previous frame chains the frames: a verify pass that accepted n frames runs the
+    MLPs n times in a row, each time reading their weights, which at batch 1 is most of their cost.
+    Without it the frames are independent given their states and coarse codes (the backbone's
+    state already carries the history), and a pass's frames run as one batch.
     """
 
-    def __init__(self, hidden: int, n_codebooks: int, codebook_size: int, width: int) -> None:
+    def __init__(self, hidden: int, n_codebooks: int, codebook_size: int, width: int, reads_prev: bool = True) -> None:
         super().__init__()
         self.K, self.C = n_codebooks, codebook_size
+        self.reads_prev = reads_prev
         self.inp = nn.Linear(hidden, width)
         self.codes = nn.Embedding(max(n_codebooks - 1, 1) * codebook_size, width)  # this frame, codebooks 0..K-2
-        self.prev = nn.Embedding(n_codebooks * (codebook_size + 1), width)  # last frame; C = none yet
+        # last frame; C = none yet
+        self.prev = nn.Embedding(n_codebooks * (codebook_size + 1), width) if reads_prev else None
         self.depth = nn.ModuleList(
             nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, codebook_size))
             for _ in range(n_codebooks - 1))
 
     def _base(self, h: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        if self.prev is None:
+            return self.inp(h)
         offsets = torch.arange(self.K, device=prev.device) * (self.C + 1)
         return self.inp(h) + self.prev(prev + offsets).sum(-2)
 
     def logits(self, h: torch.Tensor, codes: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits ``[N, K-1, C]`` for ``h [N, D]``, ``codes [N, K]``, ``prev [N, K]``."""
+        """Teacher-forced logits ``[N, K-1, C]`` for ``h [N, D]``, ``codes [N, K]``, ``prev [N, K]``
+        (unread without ``reads_prev``)."""
         offsets = torch.arange(self.K - 1, device=codes.device) * self.C
         x = self._base(h, prev)[:, None] + self.codes(codes[:, :-1] + offsets).cumsum(1)  # [N, K-1, W]
         return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
 
     def generate(self, h: list[torch.Tensor], coarse: list[torch.Tensor], prev: torch.Tensor,
-                 pick: Callable[[torch.Tensor, list[int]], torch.Tensor]) -> list[torch.Tensor]:
+                 pick: Callable[[torch.Tensor, list[int], int], torch.Tensor]) -> list[torch.Tensor]:
         """Frames ``[K, n_b]`` for each of B sessions, from its hidden states ``h[b] [n_b, D]`` and
         coarse codes ``coarse[b] [n_b]``, in order, after its previous frame ``prev[b]`` (``prev
-        [B, K]``; C where there is none). Frame ``j`` of every session that has one is one batched
-        row; ``pick(logits [R, C], sessions)`` maps the logits of those rows to ids ``[R]``."""
+        [B, K]``; C where there is none). ``pick(logits [R, C], frames, k)`` maps the logits of
+        codebook ``k`` of R frames to ids ``[R]``; ``frames[r]`` = (session, frame index) of row r.
+        With ``reads_prev`` frame ``j`` of every session that has one is one batched row, frame
+        after frame; without, every frame of every session is a row of one batch."""
         n = [c.shape[0] for c in coarse]
+        if not self.reads_prev:
+            col = self._complete(self.inp(torch.cat(h)), torch.cat(coarse).to(prev.device),
+                                 [(b, j) for b, m in enumerate(n) for j in range(m)], pick)
+            return list(col.split(n, dim=1))
         device = prev.device
         frames = [torch.empty(self.K, m, dtype=torch.long, device=device) for m in n]
         base = self.inp(torch.cat(h)).split(n)  # [n_b, W] each
@@ -142,16 +162,22 @@ class FineStage(nn.Module):
         prev = prev.clone()
         for j in range(max(n, default=0)):
             rows = [b for b, m in enumerate(n) if m > j]
-            col = torch.empty(self.K, len(rows), dtype=torch.long, device=device)  # frame j of each row's session
-            col[0] = torch.stack([coarse[b][j] for b in rows]).to(device)
             x = torch.stack([base[b][j] for b in rows]) + self.prev(prev[rows] + offsets).sum(1)  # [R, W]
-            for k, mlp in enumerate(self.depth, start=1):
-                x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
-                col[k] = pick(mlp(x), rows).to(device)
+            col = self._complete(x, torch.stack([coarse[b][j] for b in rows]).to(device), [(b, j) for b in rows], pick)
             for i, b in enumerate(rows):
                 frames[b][:, j] = col[:, i]
             prev[rows] = col.T
         return frames
+
+    def _complete(self, x: torch.Tensor, coarse: torch.Tensor, frames: list[tuple[int, int]],
+                  pick: Callable[[torch.Tensor, list[int], int], torch.Tensor]) -> torch.Tensor:
+        """Codes ``[K, R]`` of R frames from their base inputs ``x [R, W]`` and coarse codes ``[R]``."""
+        col = torch.empty(self.K, x.shape[0], dtype=torch.long, device=x.device)
+        col[0] = coarse
+        for k, mlp in enumerate(self.depth, start=1):
+            x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
+            col[k] = pick(mlp(x), frames, k).to(x.device)
+        return col
 
 
 class CodecLM(PreTrainedModel):
@@ -168,8 +194,8 @@ class CodecLM(PreTrainedModel):
         self.text_embed = nn.Embedding(config.text_vocab_size, config.hidden_size)
         self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
         self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
-        self.fine = FineStage(config.hidden_size, config.n_codebooks, config.codebook_size, config.fine_width) \
-            if config.coarse_first and config.fine_stage else None
+        self.fine = FineStage(config.hidden_size, config.n_codebooks, config.codebook_size, config.fine_width,
+                              getattr(config, "fine_reads_prev", True)) if config.coarse_first and config.fine_stage else None
         if config.track_positions:
             self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
             self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
@@ -350,7 +376,9 @@ class CodecLMSession(LMSession):
 class FineWork(Work):
     """A session's verified coarse codes to complete; the result is its frames ``[K, n]``. Each
     pick is warped like the coarse codes (no repetition penalty: the fine stage has no history)
-    and drawn from the session's own generator, so its codes do not depend on its batch."""
+    and drawn from the session's own generator, frame by frame and codebook by codebook whatever
+    the batch, so its codes depend neither on its batch nor on how its frames were grouped into
+    verify passes (the same frames with speculation on or off)."""
 
     session: CodecLMSession
     coarse: torch.Tensor
@@ -367,11 +395,19 @@ class FineWork(Work):
             groups.setdefault((id(w.session.model), w.sampling), []).append(i)
         for (_, sampling), idx in groups.items():
             group = [works[i] for i in idx]
-            generators, model = [w.generator for w in group], group[0].session.model
-            frames = model.fine.generate(  # on the model's device; picks on the host, with the sessions' generators
-                [w.session.hidden[w.first: w.first + w.coarse.shape[0]] for w in group], [w.coarse for w in group],
-                torch.stack([w.session.prev for w in group]).to(model.device),
-                lambda logits, rows: choose_rows(logits.float().cpu(), sampling, [generators[r] for r in rows]))
+            model = group[0].session.model
+            K, n = model.config.n_codebooks, [w.coarse.shape[0] for w in group]
+            starts = [sum(n[:b]) for b in range(len(group))]
+            u = None if sampling.greedy else torch.cat(  # [sum n, K-1]: each session's draws, frame-major
+                [draw_uniforms(w.generator, m * (K - 1)).view(m, K - 1) for w, m in zip(group, n)])
+
+            def pick(logits: torch.Tensor, frames: list[tuple[int, int]], k: int) -> torch.Tensor:
+                rows = None if u is None else u[[starts[b] + j for b, j in frames], k - 1:k]
+                return choose_rows(logits.float().cpu(), sampling, rows)
+
+            frames = model.fine.generate(  # on the model's device; picks on the host
+                [w.session.hidden[w.first: w.first + m] for w, m in zip(group, n)], [w.coarse for w in group],
+                torch.stack([w.session.prev for w in group]).to(model.device), pick)
             for i, w, f in zip(idx, group, frames):
                 f = f.cpu()
                 if f.shape[1]:

@@ -57,11 +57,12 @@ def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.fl
 def tiny_codec_lm(
     seed: int = 0, n_layers: int = 2, hidden: int = 64, n_codebooks: int = 3, codebook_size: int = 8,
     delays: list[int] | None = None, min_frames: int = 0, dtype=torch.float32, text_vocab: int = TEXT_VOCAB,
-    track_positions: int = 0, coarse_first: bool = False,
+    track_positions: int = 0, coarse_first: bool = False, fine_reads_prev: bool = True,
 ) -> CodecStepLM:
     config = CodecLMConfig(
         text_vocab_size=text_vocab, n_codebooks=n_codebooks, codebook_size=codebook_size, delays=delays,
         min_frames=min_frames, track_positions=track_positions, coarse_first=coarse_first, fine_width=hidden,
+        fine_reads_prev=fine_reads_prev,
         hidden_size=hidden, num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=2 * hidden, max_position_embeddings=2048,
     )
