@@ -176,12 +176,23 @@ def test_adaptive_observe_updates_hand_computed():
     assert ctrl.alphas == pytest.approx([(1.5 + pooled) / 2.5, (1.5 + pooled) / 2.5, (1 + pooled) / 2.5, (1 + pooled) / 2])
     assert ctrl.draft_cost == pytest.approx(0.5 * 0.1 + 0.5 * 0.05)
     assert ctrl.verify_costs[5] == pytest.approx(1.5)
-    assert ctrl.estimates.commit_cost == pytest.approx(0.1)
     ctrl.observe(0, 0, 0.0, 0.7, 0.02)  # plain step: the 1-position verify cost and the commit cost are learnt
     assert ctrl.alphas[0] == pytest.approx((1.5 + pooled) / 2.5)
     assert ctrl.draft_cost == pytest.approx(0.075)
     assert ctrl.verify_costs[1] == pytest.approx(0.7)
-    assert ctrl.estimates.commit_cost == pytest.approx(0.5 * 0.1 + 0.5 * 0.02)
+
+
+@pytest.mark.parametrize("per_pass,per_step", [(0.0, 0.003), (0.004, 0.0005), (0.002, 0.0)])
+def test_adaptive_fits_the_commit_cost_per_pass_and_per_step(per_pass, per_step):
+    """A fine stage completing frames one by one costs per step; one completing a pass's frames as
+    a batch, about per pass: the fit tells them apart, and the choice of γ follows."""
+    ctrl = AdaptiveGamma(ControllerConfig())
+    rng = random.Random(1)
+    for _ in range(200):
+        accepted = rng.randint(0, 4)
+        ctrl.observe(4, accepted, 0.004, 0.01, per_pass + per_step * (accepted + 1))
+    for steps in (1, 3, 5):
+        assert ctrl.commit_cost(steps) == pytest.approx(per_pass + per_step * steps, rel=1e-6, abs=1e-9)
 
 
 def test_adaptive_acceptance_estimate_is_steady():
@@ -212,11 +223,16 @@ def test_best_gamma_charges_committed_steps():
     """Work per committed step (a fine stage) is paid whatever γ is: it lowers every rate, and the
     choice is the brute-force best of (expected steps) / (drafts + pass + steps × commit cost)."""
     alphas, verify = [0.7] * 8, (lambda n: 0.010 + 0.001 * n)
-    for commit in (0.0, 0.003, 0.02):
+    for a, b in ((0.0, 0.0), (0.0, 0.003), (0.0, 0.02), (0.01, 0.0)):
+        commit = lambda steps, a=a, b=b: a + b * steps  # noqa: E731
         g = best_gamma(alphas, 0.002, verify, 8, commit_cost=commit)
         rate = lambda h: expected_steps(alphas, h) / step_cost(h, 0.002, verify, commit, expected_steps(alphas, h))  # noqa: E731
         assert rate(g) == pytest.approx(max(rate(h) for h in range(9)))
-    assert step_cost(2, 0.002, verify, 0.003, 2.19) == pytest.approx(2 * 0.002 + 0.013 + 0.003 * 2.19)
+    assert step_cost(2, 0.002, verify, lambda s: 0.003 * s, 2.19) == pytest.approx(2 * 0.002 + 0.013 + 0.003 * 2.19)
+    # the same seconds per pass instead of per step favour longer drafts
+    per_step = best_gamma(alphas, 0.001, verify, 8, commit_cost=lambda s: 0.006 * s)
+    per_pass = best_gamma(alphas, 0.001, verify, 8, commit_cost=lambda s: 0.006 * 2.0)
+    assert per_pass >= per_step
 
 
 def test_adaptive_perfect_cheap_drafter_goes_to_max():

@@ -61,11 +61,12 @@ def expected_steps(alphas: Sequence[float], gamma: int) -> float:
 
 
 def step_cost(gamma: int, draft_cost: float, verify_cost: Callable[[int], float],
-              commit_cost: float = 0.0, steps: float = 0.0) -> float:
+              commit_cost: Callable[[float], float] | None = None, steps: float = 0.0) -> float:
     """Seconds for one draft-and-verify step: γ draft steps, a verify pass of γ+1 positions, and
-    ``commit_cost`` for each of the ``steps`` it commits (work done per committed step whatever γ
-    is, e.g. a fine stage completing each frame: it is what speculation cannot amortize)."""
-    return gamma * draft_cost + verify_cost(gamma + 1) + commit_cost * steps
+    ``commit_cost(steps)`` for completing the ``steps`` it commits (a fine stage: per frame when
+    it completes frames one after another, which speculation cannot amortize; about once per
+    pass when it completes them as one batch)."""
+    return gamma * draft_cost + verify_cost(gamma + 1) + (commit_cost(steps) if commit_cost else 0.0)
 
 
 def best_gamma(
@@ -74,7 +75,7 @@ def best_gamma(
     verify_cost: Callable[[int], float],
     gamma_max: int,
     time_cap: float | None = None,
-    commit_cost: float = 0.0,
+    commit_cost: Callable[[float], float] | None = None,
 ) -> int:
     """The γ in ``0..gamma_max`` maximising expected steps per second, among those whose step
     fits in ``time_cap`` seconds (γ = 0 when none does: nothing faster exists)."""
@@ -135,7 +136,9 @@ class Estimates:
     hits: list[float] = field(default_factory=list)
     tries: list[float] = field(default_factory=list)
     draft_cost: float | None = None  # per drafted step
-    commit_cost: float = 0.0  # per committed step, apart from the pass (the fine stage)
+    # Completing the committed steps apart from the pass (the fine stage), fitted as a + b·steps:
+    # decayed sums of weight, steps, steps², seconds, steps·seconds.
+    commit: list[float] = field(default_factory=lambda: [0.0] * 5)
     verify_costs: dict[int, float] = field(default_factory=dict)  # by positions verified
 
 
@@ -187,6 +190,24 @@ class AdaptiveGamma:
         hits, tries = e.hits[:n] + [0.0] * (n - len(e.hits)), e.tries[:n] + [0.0] * (n - len(e.tries))
         return [(h + k * pooled) / (t + k) for h, t in zip(hits, tries)]
 
+    def commit_cost(self, steps: float) -> float:
+        """Seconds to complete ``steps`` committed steps: ``a + b·steps`` by decayed least squares
+        over the passes seen, both ≥ 0 (a fit below zero keeps the other term; all passes at one
+        step count: per step)."""
+        n, sx, sxx, sy, sxy = self.estimates.commit
+        if not n or not sx:
+            return 0.0
+        det = n * sxx - sx * sx
+        if det <= 1e-9 * n * sxx:  # one step count seen: charged per step
+            return sy / sx * steps
+        b = (n * sxy - sx * sy) / det
+        a = (sy - b * sx) / n
+        if b < 0:
+            a, b = sy / n, 0.0
+        elif a < 0:
+            a, b = 0.0, sy / sx
+        return a + b * steps
+
     def verify_cost(self, n: int) -> float:
         """Measured cost of verifying ``n`` positions; unmeasured sizes are interpolated linearly
         between measured ones and extrapolated with the slope between the extreme two (flat when
@@ -217,7 +238,7 @@ class AdaptiveGamma:
         e = self.estimates
         if c.time_cap_s is not None and e.draft_cost is not None:
             alphas = self.alphas
-            while g and step_cost(g, e.draft_cost, self.verify_cost, e.commit_cost, expected_steps(alphas, g)) > c.time_cap_s:
+            while g and step_cost(g, e.draft_cost, self.verify_cost, self.commit_cost, expected_steps(alphas, g)) > c.time_cap_s:
                 g -= 1
         return g
 
@@ -225,9 +246,9 @@ class AdaptiveGamma:
         """The γ the estimates favour now and its expected steps per second (before any probe)."""
         c = self.config
         alphas, e = self.alphas, self.estimates
-        g = best_gamma(alphas, e.draft_cost or 0.0, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s, e.commit_cost)
+        g = best_gamma(alphas, e.draft_cost or 0.0, self.verify_cost, min(c.gamma_max, limit), c.time_cap_s, self.commit_cost)
         steps = expected_steps(alphas, g)
-        return g, steps / max(step_cost(g, e.draft_cost or 0.0, self.verify_cost, e.commit_cost, steps), 1e-12)
+        return g, steps / max(step_cost(g, e.draft_cost or 0.0, self.verify_cost, self.commit_cost, steps), 1e-12)
 
     def choose(self, limit: int) -> int:
         c = self.config
@@ -249,7 +270,8 @@ class AdaptiveGamma:
         n = drafted + 1
         old = e.verify_costs.get(n)
         e.verify_costs[n] = verify_s if old is None else (1 - w) * old + w * verify_s
-        e.commit_cost = (1 - w) * e.commit_cost + w * commit_s / (accepted + 1) if e.commit_cost else commit_s / (accepted + 1)
+        x, keep = accepted + 1, 1 - w
+        e.commit = [keep * t + d for t, d in zip(e.commit, (1.0, x, x * x, commit_s, x * commit_s))]
         if drafted == 0:
             return
         per_step = draft_s / drafted
