@@ -163,7 +163,7 @@ def test_adaptive_first_choice_is_probe():
 
 
 def test_adaptive_observe_updates_hand_computed():
-    ctrl = AdaptiveGamma(ControllerConfig(gamma_max=4, smoothing=0.5, memory=0.5, shrinkage=1.0, prior_acceptance=0.6))
+    ctrl = AdaptiveGamma(ControllerConfig(gamma_max=4, smoothing=0.5, fade=0.5, shrinkage=1.0, prior_acceptance=0.6))
     ctrl.observe(4, 2, 0.4, 1.0)  # two accepted, third rejected, fourth never judged
     assert ctrl.estimates.hits == [1, 1, 0] and ctrl.estimates.tries == [1, 1, 1]
     pooled = (2 + 0.6) / (3 + 1)  # every judged position, plus one pseudo-observation at the prior

@@ -119,7 +119,7 @@ class FixedGamma:
 class ControllerConfig:
     gamma_max: int = 8
     smoothing: float = 0.05  # EWMA weight of a new cost observation
-    memory: float = 0.02  # acceptance counts fade by this fraction per verify pass (~1/memory passes remembered)
+    fade: float = 0.02  # acceptance counts fade by this fraction per verify pass (~1/fade passes remembered)
     shrinkage: float = 4.0  # pseudo-observations pulling a position's acceptance towards the pooled rate
     prior_acceptance: float = 0.6  # before anything is measured: optimistic enough to try
     probe_every: int = 16  # while off, try a short draft after this many plain steps
@@ -270,15 +270,15 @@ class AdaptiveGamma:
         n = drafted + 1
         old = e.verify_costs.get(n)
         e.verify_costs[n] = verify_s if old is None else (1 - w) * old + w * verify_s
-        x, keep = accepted + 1, 1 - w
-        e.commit = [keep * t + d for t, d in zip(e.commit, (1.0, x, x * x, commit_s, x * commit_s))]
+        x = accepted + 1
+        e.commit = [(1 - w) * t + d for t, d in zip(e.commit, (1.0, x, x * x, commit_s, x * commit_s))]
         if drafted == 0:
             return
         per_step = draft_s / drafted
         e.draft_cost = per_step if e.draft_cost is None else (1 - w) * e.draft_cost + w * per_step
         # Positions 1..accepted were accepted; position accepted+1 (if drafted) was rejected; the
         # rest were never judged.
-        keep = 1 - self.config.memory
+        keep = 1 - self.config.fade
         judged = min(drafted, accepted + 1)
         if len(e.tries) < judged:
             e.hits += [0.0] * (judged - len(e.hits))

@@ -198,8 +198,9 @@ class Generation:
         # In a batch every session waits for every session's drafting (drafts run one session
         # after another), so drafting costs the batch B times what it costs this session: so
         # charged, speculation turns itself off under load where it no longer pays. The pass is
-        # charged with everything after drafting (verdict, commit) but the fine stage's call,
-        # which costs per committed frame whatever γ is and is charged as such (``commit_s``).
+        # charged with everything after drafting (verdict, commit) but the fine stage's call
+        # (``commit_s``), which the controller fits per pass and per committed frame: one frame
+        # after another it costs per frame whatever γ is; as one batch, about once per pass.
         draft_s = step.t_drafted - t0
         pass_s = time.perf_counter() - step.t_drafted - commit_s
         self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s, commit_s)

@@ -143,7 +143,7 @@ class FineStage(nn.Module):
         return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
 
     def generate(self, h: list[torch.Tensor], coarse: list[torch.Tensor], prev: torch.Tensor,
-                 pick: Callable[[torch.Tensor, list[int], int], torch.Tensor]) -> list[torch.Tensor]:
+                 pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor]) -> list[torch.Tensor]:
         """Frames ``[K, n_b]`` for each of B sessions, from its hidden states ``h[b] [n_b, D]`` and
         coarse codes ``coarse[b] [n_b]``, in order, after its previous frame ``prev[b]`` (``prev
         [B, K]``; C where there is none). ``pick(logits [R, C], frames, k)`` maps the logits of
@@ -170,7 +170,7 @@ class FineStage(nn.Module):
         return frames
 
     def _complete(self, x: torch.Tensor, coarse: torch.Tensor, frames: list[tuple[int, int]],
-                  pick: Callable[[torch.Tensor, list[int], int], torch.Tensor]) -> torch.Tensor:
+                  pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor]) -> torch.Tensor:
         """Codes ``[K, R]`` of R frames from their base inputs ``x [R, W]`` and coarse codes ``[R]``."""
         col = torch.empty(self.K, x.shape[0], dtype=torch.long, device=x.device)
         col[0] = coarse
