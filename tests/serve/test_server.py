@@ -665,6 +665,8 @@ def test_connection_budgets_close_floods_stalls_and_sockets_that_never_start(tin
         await ws.send(json.dumps({"type": "text", "context_id": "c", "text": "Nobody reads this. " * 8}))
         await ws.send(json.dumps({"type": "end", "context_id": "c"}))
         t = time.monotonic()
+        while not server.sessions and time.monotonic() - t < 20:  # the server registers it after the handshake
+            await asyncio.sleep(0.01)
         while server.sessions and time.monotonic() - t < 20:
             await asyncio.sleep(0.05)
         with contextlib.suppress(Exception):
