@@ -1,10 +1,14 @@
-"""A/B of two fine stages by the independent judge: the shipped voice against a copy whose target
-carries another fine stage (``voicespec train fine`` writes one). The backbone is the same, and each
-sentence is decoded with the same seed by both, so the coarse codes are identical and only the
-fine codes differ. PocketSphinx (not trained by us) transcribes both; the report gives WER/CER per
-voice on the README's prompts and on corpus-grammar sentences no recipe trained on (another seed),
-and the MCD-DTW between the two renderings. Run it alone on the machine:
-``python scripts/fine_stage_ab.py runs/fine1/voice [--seeds 2] [--sentences 30] [--out ab.json]``."""
+"""A/B of fine stages by the independent judge, against the shipped stage's own sampling spread.
+
+Each sentence is spoken once by the shipped voice (plain decoding, seed s): its coarse codes and
+the hidden states that predicted them are then fixed, and every arm re-draws codebooks 1..K-1 from
+them with its own fine stage and the *same* uniforms (seed s + 1000). So arms differ only in their
+fine stage's distribution, and the shipped stage re-drawn ("shipped'") is the yardstick: how far
+two draws of the same distribution already are. Reported per set and arm: PocketSphinx WER/CER
+(not trained by us), MCD-DTW to the original rendering (shipped vs shipped' is the spread a new
+stage should stay within), and a paired bootstrap 95 % interval of the WER difference to shipped'.
+Run it alone on the machine:
+``python scripts/fine_stage_ab.py NAME=VOICE_DIR [...] [--seeds 2] [--sentences 30] [--out ab.json]``."""
 
 import argparse
 import json
@@ -13,37 +17,79 @@ from pathlib import Path
 import torch
 
 import voicespec
-from voicespec.eval.judge import PocketSphinxJudge
+from voicespec.engine.sampling import choose_rows, draw_uniforms
+from voicespec.eval.judge import PocketSphinxJudge, edit_distance, canonical_words
 from voicespec.eval.quality import mcd_dtw
+from voicespec.lm.codec_lm import FineStage
 from voicespec.train.corpus import build_corpus
+from voicespec.train.fine import spoken_frames
 
 parser = argparse.ArgumentParser()
-parser.add_argument("other", help="voice folder with the other fine stage")
-parser.add_argument("--seeds", type=int, default=2, help="seeds per sentence (the same for both voices)")
+parser.add_argument("others", nargs="+", help="NAME=VOICE_DIR: voices whose target carries another fine stage")
+parser.add_argument("--seeds", type=int, default=2, help="seeds per sentence")
 parser.add_argument("--sentences", type=int, default=30, help="corpus-grammar sentences (seed 99)")
 parser.add_argument("--out", default="out/fine_stage_ab.json")
 args = parser.parse_args()
 
 torch.set_num_threads(1)
-voices = {"shipped": voicespec.Voice.from_pretrained(), "other": voicespec.Voice.from_pretrained(args.other)}
+shipped = voicespec.Voice.from_pretrained()
+stages: dict[str, FineStage] = {"shipped'": shipped.target.model.fine}
+for spec in args.others:
+    name, _, path = spec.partition("=")
+    stages[name] = voicespec.Voice.from_pretrained(path).target.model.fine
+K, C = shipped.target.model.config.n_codebooks, shipped.target.model.config.codebook_size
+
+
+@torch.inference_mode()
+def redraw(stage: FineStage, h: torch.Tensor, coarse: torch.Tensor, seed: int) -> torch.Tensor:
+    """Frames ``[K, n]``: ``coarse [n]`` completed by ``stage`` from states ``h [n, D]``, uniforms of ``seed``."""
+    u = draw_uniforms(torch.Generator().manual_seed(seed), coarse.shape[0] * (K - 1)).view(-1, K - 1)
+    pick = lambda logits, frames, k: choose_rows(logits, shipped.sampling, u[[j for _, j in frames], k - 1:k])  # noqa: E731
+    return stage.generate([h], [coarse], torch.full((1, K), C), pick)[0]
+
+
+def bootstrap(diff_errors: list[int], words: list[int], n: int = 2000) -> list[float]:
+    """95 % interval of the corpus WER difference, resampling sentences."""
+    d, w = torch.tensor(diff_errors, dtype=torch.float), torch.tensor(words, dtype=torch.float)
+    idx = torch.randint(len(d), (n, len(d)), generator=torch.Generator().manual_seed(0))
+    stats = (d[idx].sum(1) / w[idx].sum(1)).sort().values
+    return [round(float(stats[int(0.025 * n)]), 4), round(float(stats[int(0.975 * n)]), 4)]
+
+
+judge = PocketSphinxJudge()
 prompts = [line.strip() for line in Path("samples/prompts.txt").read_text().splitlines() if line.strip()]
 sets = {"prompts": prompts, "corpus seed 99": [s.text for s in build_corpus(args.sentences, 99)]}
-judge = PocketSphinxJudge()
 report: dict = {}
 for set_name, texts in sets.items():
-    items: dict[str, list] = {name: [] for name in voices}
-    mcd = []
+    arms = ["shipped", *stages]
+    errors: dict[str, list[int]] = {a: [] for a in arms}
+    mcd: dict[str, list[float]] = {a: [] for a in stages}
+    words: list[int] = []
     for text in texts:
+        sentences = [ids for _, ids in shipped.frontend.sentences(text)]
         for seed in range(args.seeds):
-            audio = {name: v.say(text, seed=seed, drafter="none") for name, v in voices.items()}  # plain: the same coarse draws
-            for name, a in audio.items():
-                items[name].append((text, torch.as_tensor(a.pcm), a.sample_rate))
-            rate = audio["shipped"].sample_rate
-            mcd.append(mcd_dtw(audio["shipped"].pcm, audio["other"].pcm, rate))
-    scores = {name: judge.judge(x) for name, x in items.items()}
-    report[set_name] = {name: {"wer": round(s.wer, 4), "cer": round(s.cer, 4), "words": s.words} for name, s in scores.items()}
-    report[set_name]["mcd_dtw_between_db"] = round(float(sum(mcd) / len(mcd)), 2)
-    print(set_name, json.dumps(report[set_name]))
+            spoken = spoken_frames(shipped, [shipped.prompt(ids) for ids in sentences], [seed] * len(sentences))
+            frames = {"shipped": [f for f, _ in spoken]}
+            for name, stage in stages.items():
+                frames[name] = [redraw(stage, h, f[0], seed + 1000) if h is not None else f for f, h in spoken]
+            audio = {a: torch.cat([shipped.codec.decode(f) for f in fs]) for a, fs in frames.items()}
+            rate = shipped.codec.sample_rate
+            for a in arms:
+                hyp = judge.transcribe(audio[a], rate)
+                errors[a].append(edit_distance(canonical_words(text), canonical_words(hyp)))
+            for name in stages:
+                mcd[name].append(mcd_dtw(audio["shipped"], audio[name], rate))
+            words.append(len(canonical_words(text)))
+    total = sum(words)
+    rows = {}
+    for a in arms:
+        rows[a] = {"wer": round(sum(errors[a]) / total, 4), "words": total}
+        if a != "shipped'":
+            rows[a]["wer_minus_shipped'_95ci"] = bootstrap([x - y for x, y in zip(errors[a], errors["shipped'"])], words)
+        if a in mcd:
+            rows[a]["mcd_dtw_to_shipped_db"] = round(sum(mcd[a]) / len(mcd[a]), 2)
+    report[set_name] = rows
+    print(set_name, json.dumps(rows), flush=True)
 Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
 print(f"wrote {args.out}")

@@ -30,6 +30,8 @@ def test_the_default_voice_is_the_shipped_one_with_every_part(voice):
 
 def test_it_reads_phonemes_and_decodes_coarse_first(voice):
     assert voice.tokenizer.kind == "phonemes" and voice.target.layout.kind == "coarse"
+    # Its fine stage reads no previous frame: a verify pass's frames are completed as one batch.
+    assert voice.target.model.config.fine_reads_prev is False and voice.target.model.fine.prev is None
     assert voice.target.model.config.voicespec_info["units"].startswith("phonemes")
     (_, ids), = voice.frontend.sentences("Okafor lit the lighthouse.")  # out-of-vocabulary name: G2P
     assert voice.tokenizer.decode(ids).startswith("ˈoʊkəfɚ")

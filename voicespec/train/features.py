@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from voicespec.engine.config import DecodeConfig
-from voicespec.engine.decoder import SpecDecoder
 from voicespec.lm.codec_lm import END_ROW, CodecLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
-from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 from voicespec.train.configs import LMTrainConfig
+from voicespec.train.speak import speak
 
 SAMPLES = "samples.pt"
 
@@ -52,14 +50,12 @@ def sample_corpus(voice_dir: Path, run_dir: Path, out_dir: Path, n: int, batch: 
     chosen = [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
     chosen = chosen[:n]
     voice = Voice.load(voice_dir)
-    layout, base = voice.target.layout, DecodeConfig(sampling=voice.sampling, gamma=0)
+    layout = voice.target.layout
     t0 = time.perf_counter()
     while len(done) < len(chosen):
         part = chosen[len(done): len(done) + batch]
         prompts = [voice.prompt(e["ids"]) for e in part]
-        configs = [replace(sentence_config(voice, base, 0, len(e["ids"]), p), seed=seed + len(done) + i)
-                   for i, (e, p) in enumerate(zip(part, prompts))]
-        frames = SpecDecoder(voice.target).run_batch(prompts, configs)
+        frames = speak(voice, prompts, [seed + len(done) + i for i in range(len(part))])
         for e, p, f in zip(part, prompts, frames):
             steps = layout.steps_for_frames(f)[:, 0]  # coarse codes, EOS appended
             done.append({"id": e["id"], "ids": list(e["ids"]), "track": torch.as_tensor(p.track, dtype=torch.int16),

@@ -19,21 +19,19 @@ import copy
 import json
 import shutil
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from torch.nn import functional as F
 
-from voicespec.engine.config import DecodeConfig
 from voicespec.folders import SHARD_BYTES
-from voicespec.engine.decoder import SpecDecoder
+from voicespec.engine.layout import Prompt
 from voicespec.lm.codec_lm import CodecLM, FineStage
-from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 from voicespec.train.corpus import build_corpus
+from voicespec.train.speak import speak
 
 SAMPLES = "fine_samples.pt"
 
@@ -53,29 +51,38 @@ def sample_frames(voice: Voice, texts: list[str], out_dir: Path, batch: int = 48
     path = out_dir / SAMPLES
     if path.exists():
         return torch.load(path, weights_only=False)
-    target, base = voice.target, DecodeConfig(sampling=voice.sampling, gamma=0)
-    K, C = target.model.config.n_codebooks, target.model.config.codebook_size
+    K, C = voice.target.model.config.n_codebooks, voice.target.model.config.codebook_size
     items = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
     hs, codes, prevs, utts, t0 = [], [], [], [], time.perf_counter()
     for first in range(0, len(items), batch):
         prompts = items[first: first + batch]
-        configs = [replace(sentence_config(voice, base, 0, len(p.text), p), seed=seed + first + i) for i, p in enumerate(prompts)]
-        for i, (p, frames) in enumerate(zip(prompts, SpecDecoder(target).run_batch(prompts, configs))):
+        for i, (frames, h) in enumerate(spoken_frames(voice, prompts, [seed + first + i for i in range(len(prompts))])):
             if not frames.shape[1]:
                 continue
-            session = target.start(p)  # teacher-forced: row j of the pass predicted frame j's coarse code
-            target_steps = torch.cat([p.steps[-1:], frames[0, :-1, None]])
-            session.forward(target_steps)
-            hs.append(session.hidden.float().cpu())
+            hs.append(h)
             codes.append(frames.T)
             prevs.append(torch.cat([torch.full((1, K), C), frames.T[:-1]]))
             utts.append(torch.full((frames.shape[1],), first + i))
-            session.close()
         log(f"sampled {min(first + batch, len(items))}/{len(items)} sentences, {sum(c.shape[0] for c in codes)} frames "
             f"({time.perf_counter() - t0:.0f} s)")
     data = {"h": torch.cat(hs), "codes": torch.cat(codes), "prev": torch.cat(prevs), "utt": torch.cat(utts)}
     save_atomic(data, path)
     return data
+
+
+@torch.inference_mode()
+def spoken_frames(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """Each prompt spoken by the target (:func:`~voicespec.train.speak.speak`): its frames ``[K, n]``
+    and, teacher-forced, the hidden states that predicted their coarse codes ``[n, D]`` (the fine
+    stage's input; None for no frames)."""
+    out = []
+    for p, frames in zip(prompts, speak(voice, prompts, seeds)):
+        session = voice.target.start(p)  # teacher-forced: row j of the pass predicted frame j's coarse code
+        if frames.shape[1]:
+            session.forward(torch.cat([p.steps[-1:], frames[0, :-1, None]]))
+        out.append((frames, session.hidden.float().cpu() if frames.shape[1] else None))
+        session.close()
+    return out
 
 
 def batched_stage(old: FineStage) -> FineStage:
