@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 import soundfile as sf
 
 from voicespec.batch import PROGRESS, SUMMARY, BadLine, BatchConfig, failure_lines, parse_line, run_batch
@@ -63,6 +64,7 @@ def test_failure_lines_say_nothing_when_nothing_failed():
     assert failure_lines(summary, "s.json", limit=1) == ["2 failed:", "  x (line 1): boom", "  ... and 1 more (see s.json)"]
 
 
+@pytest.mark.slow
 def test_resume_retries_failures_and_skips_only_what_was_written(tiny_voice_dir, tmp_path):
     later = tmp_path / "later-voice"  # missing on the first run: b fails, and is retried once it exists
     src = write_jsonl(tmp_path / "in.jsonl", [
@@ -90,6 +92,7 @@ def test_resume_retries_failures_and_skips_only_what_was_written(tiny_voice_dir,
     assert json.loads((out / SUMMARY).read_text())["skipped"] == 0  # the journal's wav files are not flac ones
 
 
+@pytest.mark.slow
 def test_speed_per_line_and_for_the_run(aligned_voice_dir, tmp_path, capsys):
     text = "Hello there, my friend."
     src = write_jsonl(tmp_path / "in.jsonl", [

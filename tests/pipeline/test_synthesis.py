@@ -40,6 +40,7 @@ def test_stream_is_the_codec_decode_of_its_frames(tiny_voice):
     assert s.decode.finish_reason in ("eos", "length")
 
 
+@pytest.mark.slow
 def test_resampled_output_matches_whole_signal_resampling(tiny_voice):
     native, _ = Synthesizer(tiny_voice).synthesize(TEXT, options())
     for rate in (16000, 22050, 48000):
@@ -102,6 +103,7 @@ def test_bad_options(tiny_voice):
         Synthesizer(tiny_voice).stream("hi", SynthesisOptions(speed=1.5))
 
 
+@pytest.mark.slow
 def test_aligned_voice_speaks_exactly_its_predicted_durations(aligned_voice):
     """Each sentence lasts the frames its duration prediction gives (EOS is forced there), and
     speculation changes no token."""
@@ -119,6 +121,7 @@ def test_aligned_voice_speaks_exactly_its_predicted_durations(aligned_voice):
 
 
 
+@pytest.mark.slow
 def test_python_api_say_returns_audio_with_its_rate_words_and_stats(aligned_voice, tmp_path):
     audio = aligned_voice.say("Hello there. Second one.", seed=3, gamma=2, sample_rate=16000)
     assert audio.sample_rate == 16000 and audio.pcm.dtype == np.float32

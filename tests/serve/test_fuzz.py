@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from voicespec.bench.hostile import hostile_messages
@@ -19,6 +20,7 @@ JSON = st.recursive(
 @settings(max_examples=400, deadline=None)
 @given(kind=st.sampled_from(sorted(P.MESSAGE_FIELDS)) | JSON, fields=st.dictionaries(
     st.sampled_from(sorted({f for spec in P.MESSAGE_FIELDS.values() for f in spec} | {"extra"})), JSON, max_size=6))
+@pytest.mark.slow
 def test_any_json_in_any_field_parses_or_is_a_protocol_error(kind, fields):
     try:
         P.parse_client_message(json.dumps({"type": kind, **fields}))
@@ -26,6 +28,7 @@ def test_any_json_in_any_field_parses_or_is_a_protocol_error(kind, fields):
         assert e.code in P.ERROR_CODES and e.message
 
 
+@pytest.mark.slow
 def test_the_generated_corpus_parses_or_is_a_protocol_error():
     for raw in hostile_messages(20_000, seed=7):
         try:

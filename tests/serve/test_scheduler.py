@@ -67,6 +67,7 @@ def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = Non
 @pytest.mark.parametrize("layout,greedy", [("delay", False), ("coarse", True),  # the fast tier: one of each
                                            pytest.param("delay", True, marks=pytest.mark.slow),
                                            pytest.param("coarse", False, marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_batched_contexts_each_get_their_offline_audio(layout, greedy, tiny_voice, coarse_voice):
     voice = tiny_voice if layout == "delay" else coarse_voice
     sampling = SamplingConfig(temperature=0) if greedy else voice.sampling
@@ -82,8 +83,9 @@ def test_batched_contexts_each_get_their_offline_audio(layout, greedy, tiny_voic
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_batched_equals_alone_on_the_voices_device_and_dtype(device, dtype, tmp_path_factory):
     """The LM (and its cache) on ``device`` in ``dtype``, verification on the host: still the
     offline audio for every context of a batch."""

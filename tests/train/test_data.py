@@ -110,6 +110,7 @@ def test_teacher_corpus_end_to_end_and_resume(tmp_path, teacher):
         build_teacher_corpus(out, hours, sample_rate=16000, seed=0, teacher=teacher, progress=False)
 
 
+@pytest.mark.slow
 def test_cli_main(tmp_path, teacher, monkeypatch, capsys):
     from voicespec.cli import main
     from voicespec.train import data

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
@@ -25,6 +26,7 @@ def _prepared(run: Path, voice: Voice) -> None:
     torch.save({"examples": examples}, run / "prepared.pt")
 
 
+@pytest.mark.slow
 def test_samples_heads_resume_ship_and_draft(tmp_path):
     voice_dir = build_tiny_voice(tmp_path / "voice", layout="coarse")
     voice = Voice.load(voice_dir)

@@ -173,6 +173,7 @@ def _phoneme_corpus(folder, sr=24000):
     (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     """No recognizer: phoneme units, teacher durations, a coarse-first target, its draft, a
     duration predictor over phonemes, shipped as a voice that speaks unseen words."""
