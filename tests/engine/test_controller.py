@@ -9,6 +9,7 @@ import pytest
 from voicespec.engine.controller import (
     AdaptiveGamma,
     ControllerConfig,
+    CostLine,
     ControllerMemory,
     FixedGamma,
     best_gamma,
@@ -169,17 +170,19 @@ def test_adaptive_observe_updates_hand_computed():
     pooled = (2 + 0.6) / (3 + 1)  # every judged position, plus one pseudo-observation at the prior
     assert ctrl.alphas == pytest.approx([(1 + pooled) / 2, (1 + pooled) / 2, pooled / 2, pooled])
     assert ctrl.draft_cost == pytest.approx(0.1)
-    assert ctrl.verify_costs == {5: pytest.approx(1.0)}
+    assert ctrl.verify_cost(5) == ctrl.verify_cost(1) == pytest.approx(1.0)  # one size seen: flat
     ctrl.observe(4, 4, 0.2, 2.0, 0.5)  # all accepted; counts fade by half first; 0.5 s for 5 committed steps
     assert ctrl.estimates.hits == pytest.approx([1.5, 1.5, 1, 1]) and ctrl.estimates.tries == pytest.approx([1.5, 1.5, 1.5, 1])
     pooled = (5 + 0.6) / (5.5 + 1)
     assert ctrl.alphas == pytest.approx([(1.5 + pooled) / 2.5, (1.5 + pooled) / 2.5, (1 + pooled) / 2.5, (1 + pooled) / 2])
     assert ctrl.draft_cost == pytest.approx(0.5 * 0.1 + 0.5 * 0.05)
-    assert ctrl.verify_costs[5] == pytest.approx(1.5)
+    assert ctrl.verify_cost(5) == pytest.approx((0.5 * 1.0 + 2.0) / 1.5)  # the decayed mean
     ctrl.observe(0, 0, 0.0, 0.7, 0.02)  # plain step: the 1-position verify cost and the commit cost are learnt
     assert ctrl.alphas[0] == pytest.approx((1.5 + pooled) / 2.5)
     assert ctrl.draft_cost == pytest.approx(0.075)
-    assert ctrl.verify_costs[1] == pytest.approx(0.7)
+    # two sizes: the line through (1, 0.7) and (5, 5/3)
+    assert ctrl.verify_cost(1) == pytest.approx(0.7) and ctrl.verify_cost(5) == pytest.approx(5 / 3)
+    assert ctrl.verify_cost(3) == pytest.approx(0.7 + 2 * (5 / 3 - 0.7) / 4)
 
 
 @pytest.mark.parametrize("per_pass,per_step", [(0.0, 0.003), (0.004, 0.0005), (0.002, 0.0)])
@@ -366,46 +369,47 @@ def test_adaptive_time_cap_respected_by_probes():
 # --------------------------------------------------------------------------- verify_cost
 
 
-def vc(known: dict[int, float]):
-    ctrl = AdaptiveGamma()
-    ctrl.verify_costs = dict(known)
+def vc(observed: list[tuple[int, float]], keep: float = 0.95):
+    ctrl = AdaptiveGamma(verify=CostLine())
+    for n, seconds in observed:
+        ctrl.estimates.verify.add(n, seconds, keep)
     return ctrl.verify_cost
 
 
 def test_verify_cost_unmeasured_default():
-    assert vc({})(1) == 1.0
-    assert vc({})(7) == 1.0
+    assert vc([])(1) == 1.0
+    assert vc([])(7) == 1.0
 
 
-def test_verify_cost_exact_and_flat_single():
-    f = vc({3: 0.02})
-    assert f(3) == 0.02
-    assert f(1) == 0.02 and f(9) == 0.02  # one size known: flat both ways
+def test_verify_cost_one_size_is_flat_both_ways():
+    f = vc([(3, 0.02)] * 5)
+    assert f(3) == pytest.approx(0.02)
+    assert f(1) == pytest.approx(0.02) and f(9) == pytest.approx(0.02)
 
 
-def test_verify_cost_interpolation():
-    f = vc({1: 1.0, 5: 2.0, 9: 2.0})
-    assert f(3) == pytest.approx(1.5)
-    assert f(2) == pytest.approx(1.25)
-    assert f(7) == pytest.approx(2.0)
-    g = vc({1: 2.0, 3: 1.0})  # decreasing is interpolated as measured
-    assert g(2) == pytest.approx(1.5)
+def test_verify_cost_is_a_line_through_every_size():
+    f = vc([(n, 0.01 + 0.002 * n) for n in (1, 5, 2, 9, 3)] * 4)
+    for n in (1, 4, 12):
+        assert f(n) == pytest.approx(0.01 + 0.002 * n)
+    g = vc([(1, 2.0), (3, 1.0)] * 3)  # decreasing: flat at the decayed mean
+    assert g(1) == pytest.approx(g(5)) and 1.0 < g(2) < 2.0
+    h = vc([(2, 0.1), (6, 1.1)] * 3)  # through the origin or below: proportional
+    assert h(1) == pytest.approx(h(2) / 2) and h(6) > h(2)
 
 
-def test_verify_cost_extrapolation_up():
-    assert vc({1: 1.0, 3: 2.0})(5) == pytest.approx(3.0)  # slope .5 from 3
-    # uses the two largest sizes: slope (2-1.5)/(4-2) = .25 from 4
-    assert vc({1: 1.0, 2: 1.5, 4: 2.0})(6) == pytest.approx(2.5)
-    # a decreasing trend is not extrapolated: flat from the edge
-    assert vc({1: 2.0, 3: 1.0})(5) == pytest.approx(1.0)
+def test_verify_cost_reads_recent_passes_of_every_size_on_one_time_base():
+    """A size measured in a slow minute is not kept at that cost: the line follows the recent
+    passes of other sizes (per-size averages kept 13 ms for a size last seen in a slow minute
+    while the others read 8)."""
+    f = vc([(2, 0.013)] * 50 + [(n, 0.008) for n in (4, 5, 6)] * 40)
+    assert f(2) == pytest.approx(0.008, rel=0.05)
 
 
-def test_verify_cost_extrapolation_down():
-    assert vc({3: 2.0, 5: 3.0})(1) == pytest.approx(1.0)  # slope .5 down from 3
-    # uses the two smallest sizes: slope (2-1)/(4-2)=.5 from 2
-    assert vc({2: 1.0, 4: 2.0, 9: 100.0})(1) == pytest.approx(0.5)
-    assert vc({3: 2.0, 5: 1.0})(1) == pytest.approx(2.0)  # decreasing: flat
-    assert vc({3: 0.1, 5: 1.1})(1) == pytest.approx(1e-9)  # clamped positive
+def test_verify_cost_forgets_other_sizes_and_goes_flat():
+    """Passes of one size only, long enough: the slope is no longer known and is read as flat, so
+    the controller tries the other sizes again instead of trusting an old slope."""
+    f = vc([(2, 0.01), (6, 0.03)] * 10 + [(4, 0.02)] * 200)
+    assert f(2) == pytest.approx(f(8)) == pytest.approx(0.02)
 
 
 # --------------------------------------------------------------------------- FixedGamma

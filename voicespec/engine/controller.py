@@ -118,7 +118,7 @@ class FixedGamma:
 @dataclass
 class ControllerConfig:
     gamma_max: int = 8
-    smoothing: float = 0.05  # EWMA weight of a new cost observation
+    smoothing: float = 0.05  # weight of a new cost observation (older ones fade by 1 - this)
     fade: float = 0.02  # acceptance counts fade by this fraction per verify pass (~1/fade passes remembered)
     shrinkage: float = 4.0  # pseudo-observations pulling a position's acceptance towards the pooled rate
     prior_acceptance: float = 0.6  # before anything is measured: optimistic enough to try
@@ -128,18 +128,49 @@ class ControllerConfig:
 
 
 @dataclass
+class CostLine:
+    """Seconds as ``a + b·x`` (a, b ≥ 0) by decayed least squares over every observation, whatever
+    its x. One line read from recent passes of every size, not an average per size: on a machine
+    whose speed drifts (measured here: the same pass 8 ms one minute, 13 ms the next) averages
+    per size taken at different times are not comparable, and a size measured in a slow minute and
+    never chosen again kept the controller away from it. ``sums``: decayed weight, Σx, Σx², Σy, Σxy."""
+
+    sums: list[float] = field(default_factory=lambda: [0.0] * 5)
+
+    def add(self, x: float, y: float, keep: float) -> None:
+        """One observation; the earlier ones fade by ``keep`` (in place: the line may be shared)."""
+        self.sums[:] = [keep * t + d for t, d in zip(self.sums, (1.0, x, x * x, y, x * y))]
+
+    def line(self, one_size: str) -> tuple[float, float] | None:
+        """``(a, b)``, None before any observation. While (nearly) one x has been seen the slope is
+        unknown: ``one_size`` "flat" reads it as 0 (a pass of any size costs what was measured, so
+        the controller tries other sizes and learns), "proportional" as cost per unit (a = 0)."""
+        n, sx, sxx, sy, sxy = self.sums
+        if not n:
+            return None
+        variance = sxx / n - (sx / n) ** 2
+        if variance < 1e-2 or not sx:  # other sizes carry under ~1 % of the weight
+            return (sy / n, 0.0) if one_size == "flat" or not sx else (0.0, sy / sx)
+        b = (sxy / n - sx * sy / n / n) / variance
+        a = (sy - b * sx) / n
+        if b < 0:
+            return sy / n, 0.0
+        if a < 0:
+            return 0.0, sy / sx
+        return a, b
+
+
+@dataclass
 class Estimates:
     """What an adaptive controller has learnt; shared by the requests of one drafter and sampling
     setting (:class:`ControllerMemory`). ``hits[i]`` / ``tries[i]``: decayed counts of drafts
-    accepted / judged at position ``i + 1``; costs in seconds (EWMA)."""
+    accepted / judged at position ``i + 1``; costs in seconds."""
 
     hits: list[float] = field(default_factory=list)
     tries: list[float] = field(default_factory=list)
-    draft_cost: float | None = None  # per drafted step
-    # Completing the committed steps apart from the pass (the fine stage), fitted as a + b·steps:
-    # decayed sums of weight, steps, steps², seconds, steps·seconds.
-    commit: list[float] = field(default_factory=lambda: [0.0] * 5)
-    verify_costs: dict[int, float] = field(default_factory=dict)  # by positions verified
+    draft_cost: float | None = None  # per drafted step (EWMA)
+    verify: CostLine = field(default_factory=CostLine)  # a pass, by positions verified
+    commit: CostLine = field(default_factory=CostLine)  # completing the committed steps (the fine stage), by steps
 
 
 class ControllerMemory:
@@ -154,31 +185,23 @@ class ControllerMemory:
 
 
 class AdaptiveGamma:
-    """Acceptance by position from decayed counts, EWMA costs; γ maximising expected steps per
-    second. ``estimates``: start from (and keep updating) shared ones; ``verify_costs``: share
+    """Acceptance by position from decayed counts, costs as decayed lines; γ maximising expected
+    steps per second. ``estimates``: start from (and keep updating) shared ones; ``verify``: share
     only the target's pass costs (the candidates of one request, engine/drafters/choice.py)."""
 
-    def __init__(self, config: ControllerConfig | None = None, verify_costs: dict[int, float] | None = None,
+    def __init__(self, config: ControllerConfig | None = None, verify: CostLine | None = None,
                  estimates: Estimates | None = None) -> None:
         self.config = c = config or ControllerConfig()
         if c.gamma_max < 1:
             raise ValueError("gamma_max must be >= 1")
         self.estimates = estimates if estimates is not None else Estimates()
-        if verify_costs is not None:
-            self.estimates.verify_costs = verify_costs
+        if verify is not None:
+            self.estimates.verify = verify
         self.off_steps = 0
 
     @property
     def draft_cost(self) -> float | None:
         return self.estimates.draft_cost
-
-    @property
-    def verify_costs(self) -> dict[int, float]:
-        return self.estimates.verify_costs
-
-    @verify_costs.setter
-    def verify_costs(self, costs: dict[int, float]) -> None:
-        self.estimates.verify_costs = costs
 
     @property
     def alphas(self) -> list[float]:
@@ -191,44 +214,17 @@ class AdaptiveGamma:
         return [(h + k * pooled) / (t + k) for h, t in zip(hits, tries)]
 
     def commit_cost(self, steps: float) -> float:
-        """Seconds to complete ``steps`` committed steps: ``a + b·steps`` by decayed least squares
-        over the passes seen, both ≥ 0 (a fit below zero keeps the other term; all passes at one
-        step count: per step)."""
-        n, sx, sxx, sy, sxy = self.estimates.commit
-        if not n or not sx:
-            return 0.0
-        det = n * sxx - sx * sx
-        if det <= 1e-9 * n * sxx:  # one step count seen: charged per step
-            return sy / sx * steps
-        b = (n * sxy - sx * sy) / det
-        a = (sy - b * sx) / n
-        if b < 0:
-            a, b = sy / n, 0.0
-        elif a < 0:
-            a, b = 0.0, sy / sx
-        return a + b * steps
+        """Seconds to complete ``steps`` committed steps, ``a + b·steps``: a fine stage that
+        completes frames one by one costs per step, one that completes a pass's frames as a batch
+        about per pass (all passes at one step count: charged per step)."""
+        line = self.estimates.commit.line("proportional")
+        return 0.0 if line is None else line[0] + line[1] * steps
 
     def verify_cost(self, n: int) -> float:
-        """Measured cost of verifying ``n`` positions; unmeasured sizes are interpolated linearly
-        between measured ones and extrapolated with the slope between the extreme two (flat when
-        only one size is known — on small models a pass costs about the same for any n)."""
-        known = self.verify_costs
-        if n in known:
-            return known[n]
-        if not known:
-            return 1.0
-        xs = sorted(known)
-        lo = [x for x in xs if x < n]
-        hi = [x for x in xs if x > n]
-        if lo and hi:
-            a, b = lo[-1], hi[0]
-            return known[a] + (known[b] - known[a]) * (n - a) / (b - a)
-        if len(xs) == 1:
-            return known[xs[0]]
-        a, b = (xs[-2], xs[-1]) if not hi else (xs[0], xs[1])
-        slope = max(0.0, (known[b] - known[a]) / (b - a))
-        edge = xs[-1] if not hi else xs[0]
-        return max(1e-9, known[edge] + slope * (n - edge))
+        """Seconds for a pass verifying ``n`` positions (everything after drafting but the fine
+        stage), ``a + b·n``; 1 s before anything is measured."""
+        line = self.estimates.verify.line("flat")
+        return 1.0 if line is None else max(1e-9, line[0] + line[1] * n)
 
     def _probe(self, limit: int) -> int:
         """A short draft to (re)measure the drafter: at most ``probe_gamma``, and never a step the
@@ -267,11 +263,8 @@ class AdaptiveGamma:
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
         e, w = self.estimates, self.config.smoothing
-        n = drafted + 1
-        old = e.verify_costs.get(n)
-        e.verify_costs[n] = verify_s if old is None else (1 - w) * old + w * verify_s
-        x = accepted + 1
-        e.commit = [(1 - w) * t + d for t, d in zip(e.commit, (1.0, x, x * x, commit_s, x * commit_s))]
+        e.verify.add(drafted + 1, verify_s, 1 - w)
+        e.commit.add(accepted + 1, commit_s, 1 - w)
         if drafted == 0:
             return
         per_step = draft_s / drafted

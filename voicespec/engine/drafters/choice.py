@@ -1,7 +1,7 @@
 """The controller chooses the drafter: several drafters behind one, the best one (and its γ) each step.
 
 Each candidate keeps its own :class:`~voicespec.engine.controller.AdaptiveGamma` (acceptance by
-position, cost per drafted step), all sharing one table of measured verify costs (the target's pass
+position, cost per drafted step), all sharing one fitted line of verify costs (the target's pass
 does not depend on who drafted). Each step the candidate whose best γ promises the most steps per
 second drafts; one never measured is tried first, and every ``probe_every`` steps the one least
 recently used drafts once, so a drafter that would now pay (a later part of the utterance, a
@@ -11,7 +11,7 @@ over at any step; plain decoding competes through γ = 0.
 
 from __future__ import annotations
 
-from voicespec.engine.controller import AdaptiveGamma, ControllerConfig
+from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, CostLine
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import Prompt, TokenLayout
 
@@ -24,7 +24,7 @@ class ChoiceSession:
         self.configure(config)
     def configure(self, config: ControllerConfig) -> None:
         """The request's controller settings (γ cap, latency budget) for every candidate."""
-        shared: dict[int, float] = {}
+        shared = CostLine()
         self.controllers = {name: AdaptiveGamma(config, shared) for name in self.sessions}
         self.config = config
         self.active = next(iter(self.sessions))
