@@ -16,6 +16,7 @@ from voicespec.engine.controller import (
     expected_steps,
     step_cost,
 )
+from voicespec.engine.drafters.choice import ChoiceSession
 
 
 def flat(cost: float = 1.0):
@@ -443,3 +444,13 @@ def test_the_choice_settles_on_the_candidate_that_pays_and_keeps_probing_the_oth
     later = session.chosen[50:]
     assert later.count("good") > 0.9 * len(later)
     assert 0 < later.count("bad") <= len(later) / ControllerConfig().probe_every + 1
+
+
+def test_the_candidates_of_auto_share_one_verify_line():
+    """The target's pass does not depend on who drafted: a pass observed through one candidate is
+    the other's estimate too, and only the drafting candidate learns a draft cost."""
+    choice = ChoiceSession({"a": object(), "b": object()}, ControllerConfig())
+    a, b = choice.controllers["a"], choice.controllers["b"]
+    assert a.estimates.verify is b.estimates.verify
+    a.observe(2, 1, 0.002, 0.010)
+    assert b.verify_cost(3) == pytest.approx(0.010) and a.draft_cost == pytest.approx(0.001) and b.draft_cost is None

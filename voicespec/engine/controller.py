@@ -118,7 +118,7 @@ class FixedGamma:
 @dataclass
 class ControllerConfig:
     gamma_max: int = 8
-    smoothing: float = 0.05  # weight of a new cost observation (older ones fade by 1 - this)
+    smoothing: float = 0.05  # weight of a new cost observation; older ones are multiplied by 1 - this
     fade: float = 0.02  # acceptance counts fade by this fraction per verify pass (~1/fade passes remembered)
     shrinkage: float = 4.0  # pseudo-observations pulling a position's acceptance towards the pooled rate
     prior_acceptance: float = 0.6  # before anything is measured: optimistic enough to try
@@ -149,7 +149,9 @@ class CostLine:
         if not n:
             return None
         variance = sxx / n - (sx / n) ** 2
-        if variance < 1e-2 or not sx:  # other sizes carry under ~1 % of the weight
+        # Too little spread in x to read a slope (with x one apart: under ~1 % of the weight at the
+        # other size; further apart, less): one size seen.
+        if variance < 1e-2 or not sx:
             return (sy / n, 0.0) if one_size == "flat" or not sx else (0.0, sy / sx)
         b = (sxy / n - sx * sy / n / n) / variance
         a = (sy - b * sx) / n

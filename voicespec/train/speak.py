@@ -16,7 +16,8 @@ from voicespec.pipeline.voice import Voice
 
 def speak(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list[torch.Tensor]:
     """Each prompt's frames ``[K, n]``, decoded together (each as it would be alone), prompt ``i``
-    with seed ``seeds[i]`` and the step cap synthesis gives a sentence of its length."""
+    with seed ``seeds[i]``, its steps capped by its frame-aligned track (both recipes' targets
+    have one) or else by the voice's runaway guard for its token count."""
     base = DecodeConfig(sampling=voice.sampling, gamma=0)
     configs = [replace(sentence_config(voice, base, 0, len(p.text), p), seed=s) for p, s in zip(prompts, seeds)]
     return SpecDecoder(voice.target).run_batch(prompts, configs)
