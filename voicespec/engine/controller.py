@@ -133,26 +133,28 @@ class CostLine:
     its x. One line read from recent passes of every size, not an average per size: on a machine
     whose speed drifts (measured here: the same pass 8 ms one minute, 13 ms the next) averages
     per size taken at different times are not comparable, and a size measured in a slow minute and
-    never chosen again kept the controller away from it. ``sums``: decayed weight, Σx, Σx², Σy, Σxy."""
+    never chosen again kept the controller away from it. While (nearly) one x has been seen the
+    slope is unknown: ``one_size`` "flat" reads it as 0 (a pass of any size costs what was
+    measured, so the controller tries other sizes and learns), "proportional" as cost per unit
+    (a = 0). ``sums``: decayed weight, Σx, Σx², Σy, Σxy; ``fit``: (a, b), None before any
+    observation (refitted on each one, read many times per choice of γ)."""
 
+    one_size: str = "flat"
     sums: list[float] = field(default_factory=lambda: [0.0] * 5)
+    fit: tuple[float, float] | None = None
 
     def add(self, x: float, y: float, keep: float) -> None:
         """One observation; the earlier ones fade by ``keep`` (in place: the line may be shared)."""
         self.sums[:] = [keep * t + d for t, d in zip(self.sums, (1.0, x, x * x, y, x * y))]
+        self.fit = self._line()
 
-    def line(self, one_size: str) -> tuple[float, float] | None:
-        """``(a, b)``, None before any observation. While (nearly) one x has been seen the slope is
-        unknown: ``one_size`` "flat" reads it as 0 (a pass of any size costs what was measured, so
-        the controller tries other sizes and learns), "proportional" as cost per unit (a = 0)."""
+    def _line(self) -> tuple[float, float]:
         n, sx, sxx, sy, sxy = self.sums
-        if not n:
-            return None
         variance = sxx / n - (sx / n) ** 2
         # Too little spread in x to read a slope (with x one apart: under ~1 % of the weight at the
         # other size; further apart, less): one size seen.
         if variance < 1e-2 or not sx:
-            return (sy / n, 0.0) if one_size == "flat" or not sx else (0.0, sy / sx)
+            return (sy / n, 0.0) if self.one_size == "flat" or not sx else (0.0, sy / sx)
         b = (sxy / n - sx * sy / n / n) / variance
         a = (sy - b * sx) / n
         if b < 0:
@@ -172,7 +174,7 @@ class Estimates:
     tries: list[float] = field(default_factory=list)
     draft_cost: float | None = None  # per drafted step (EWMA)
     verify: CostLine = field(default_factory=CostLine)  # a pass, by positions verified
-    commit: CostLine = field(default_factory=CostLine)  # completing the committed steps (the fine stage), by steps
+    commit: CostLine = field(default_factory=lambda: CostLine("proportional"))  # the fine stage, by committed steps
 
 
 class ControllerMemory:
@@ -219,14 +221,14 @@ class AdaptiveGamma:
         """Seconds to complete ``steps`` committed steps, ``a + b·steps``: a fine stage that
         completes frames one by one costs per step, one that completes a pass's frames as a batch
         about per pass (all passes at one step count: charged per step)."""
-        line = self.estimates.commit.line("proportional")
-        return 0.0 if line is None else line[0] + line[1] * steps
+        fit = self.estimates.commit.fit
+        return 0.0 if fit is None else fit[0] + fit[1] * steps
 
     def verify_cost(self, n: int) -> float:
         """Seconds for a pass verifying ``n`` positions (everything after drafting but the fine
         stage), ``a + b·n``; 1 s before anything is measured."""
-        line = self.estimates.verify.line("flat")
-        return 1.0 if line is None else max(1e-9, line[0] + line[1] * n)
+        fit = self.estimates.verify.fit
+        return 1.0 if fit is None else max(1e-9, fit[0] + fit[1] * n)
 
     def _probe(self, limit: int) -> int:
         """A short draft to (re)measure the drafter: at most ``probe_gamma``, and never a step the

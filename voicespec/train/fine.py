@@ -75,12 +75,14 @@ def spoken_frames(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list
     """Each prompt spoken by the target (:func:`~voicespec.train.speak.speak`): its frames ``[K, n]``
     and, teacher-forced, the hidden states that predicted their coarse codes ``[n, D]`` (the fine
     stage's input; None for no frames)."""
-    out = []
+    out: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     for p, frames in zip(prompts, speak(voice, prompts, seeds)):
+        if not frames.shape[1]:
+            out.append((frames, None))
+            continue
         session = voice.target.start(p)  # teacher-forced: row j of the pass predicted frame j's coarse code
-        if frames.shape[1]:
-            session.forward(torch.cat([p.steps[-1:], frames[0, :-1, None]]))
-        out.append((frames, session.hidden.float().cpu() if frames.shape[1] else None))
+        session.forward(torch.cat([p.steps[-1:], frames[0, :-1, None]]))
+        out.append((frames, session.hidden.float().cpu()))
         session.close()
     return out
 
