@@ -12,9 +12,12 @@ import torch
 
 import voicespec.engine.tree as tree_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.controller import DynamicTree
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import FeatureDrafter, MedusaDrafter
-from voicespec.engine.tree import TreeShape, verify_tree_greedy, verify_tree_sampling
+from voicespec.engine.drafters.base import DraftContext
+from voicespec.engine.tree import DraftTree, TreeShape, verify_tree_greedy, verify_tree_sampling
+from voicespec.options import parse_tree
 from voicespec.pipeline.tiny import tiny_codec_lm, tiny_draft_heads
 
 
@@ -31,6 +34,32 @@ def test_shape_arithmetic():
             TreeShape(bad)
     with pytest.raises(ValueError, match="trees"):
         DecodeConfig(SamplingConfig(lossy_top_k=2), tree=(2, 1))
+
+
+def test_a_tree_from_its_parents():
+    t = DraftTree((-1, 0, 0, 1, 3))
+    assert t.nodes == 4 and t.depth == 3 and t.children(0) == [1, 2] and t.children(2) == []
+    assert t.depths.tolist() == [0, 1, 1, 2, 3]
+    assert t.ancestors[4].nonzero().flatten().tolist() == [0, 1, 3, 4]
+    for bad in ((), (0,), (-1, 1), (-1, 0, 3), (-1, -1)):
+        with pytest.raises(ValueError, match="parents"):
+            DraftTree(bad)
+
+
+def test_dynamic_tree_specs_parse_check_and_refuse_sampling():
+    assert DynamicTree.parse("dynamic") == DynamicTree() == DynamicTree(16, 6, 4)
+    assert DynamicTree.parse("dynamic:24") == DynamicTree(24, 6, 4)
+    assert DynamicTree.parse("dynamic:3") == DynamicTree(3, 3, 4)  # the depth never exceeds the nodes
+    assert DynamicTree.parse("dynamic:24:8:2") == DynamicTree(24, 8, 2)
+    assert DynamicTree.parse(str(DynamicTree(24, 8, 2))) == DynamicTree(24, 8, 2)
+    assert parse_tree("dynamic:10") == DynamicTree(10, 6, 4) and parse_tree("2x2") == (2, 2)
+    for bad in ("dynamic:0", "dynamic:65", "dynamic:8:9", "dynamic:8:2:0", "dynamic:8:2:17", "dynamic:a",
+                "dynamic:1:1:1:1", "dynamo", "dynamic:2.5"):
+        with pytest.raises(ValueError, match="tree"):
+            parse_tree(bad)
+    assert DecodeConfig(SamplingConfig(temperature=0), tree="dynamic:8").tree == DynamicTree(8, 6, 4)
+    with pytest.raises(ValueError, match="greedy"):
+        DecodeConfig(SamplingConfig(temperature=0.7), tree="dynamic")
 
 
 def test_greedy_walks_down_while_the_argmax_is_a_child():
@@ -103,7 +132,8 @@ def coarse():
     return target, FeatureDrafter(target, tiny_draft_heads(target)), target.layout.prompt([1, 2, 3, 4])
 
 
-@pytest.mark.parametrize("branching", [(1, 1, 1), (2, 1), (3, 2, 1), (2, 2, 2, 2)])
+@pytest.mark.parametrize("branching", [(1, 1, 1), (2, 1), (3, 2, 1), (2, 2, 2, 2), DynamicTree(6, 3, 2),
+                                       DynamicTree(12, 4, 3), DynamicTree(5, 5, 1)], ids=str)
 def test_greedy_trees_equal_plain_decoding_and_leave_the_committed_prefix(coarse, branching):
     target, drafter, prompt = coarse
     # A cache that grew mid-decode holds inference tensors, and moving the path must work on them:
@@ -134,6 +164,75 @@ def test_greedy_trees_equal_plain_decoding_and_leave_the_committed_prefix(coarse
     assert gen.stats.accepted > 0, "the tree was never accepted: nothing tested"
     gen.close()
     holder.close()
+
+
+def _context_after_a_step(coarse, sampling):
+    """A draft context as the decoder builds it, one step into a decode (so with features)."""
+    target, drafter, prompt = coarse
+    gen = SpecDecoder(target, drafter).generate(prompt, DecodeConfig(sampling, gamma=2, max_steps=30, seed=5))
+    gen.step()
+    return gen, DraftContext(gen.history, gen.n_prompt, gen.state, gen.policy, gen.generator, gen.target, gen._features())
+
+
+def _path_probs(drafter, ctx, path_steps):
+    """The drafter's warped logits ``[V]`` after ``path_steps`` (pending step first), drafted one by one."""
+    next_logits, state, generated = drafter.next_logits_for(ctx, len(path_steps)), ctx.state, ctx.generated
+    with torch.inference_mode():
+        for j, step in enumerate(path_steps):
+            logits = next_logits(j, step)
+            if j:
+                state = ctx.policy.layout.advance(state, step)
+                generated = torch.cat([generated, step[None]])
+        return ctx.policy.warp_one(logits, state, generated)[0, 0]
+
+
+def test_each_tree_node_drafts_what_the_chain_drafter_would_after_its_path(coarse):
+    """The tree is drafted a depth at a time (one block call for all its nodes): every inner
+    node's children come from the distribution the one-by-one chain computes after its path —
+    top tokens when greedy, ``q`` rows in slot order when sampling."""
+    _, drafter, _ = coarse
+    shape = TreeShape((2, 2, 1))
+    for sampling in (SamplingConfig(temperature=0), SamplingConfig(temperature=0.9, top_k=6)):
+        gen, ctx = _context_after_a_step(coarse, sampling)
+        draft = drafter.tree(ctx, shape)
+        tokens = draft.tokens
+        for slot in range(len(shape.parents)):
+            children = shape.children(slot)
+            if not children:
+                continue
+            path = [slot]
+            while path[-1]:
+                path.append(shape.parents[path[-1]])
+            warped = _path_probs(drafter, ctx, [tokens[t] for t in reversed(path)])
+            if sampling.greedy:
+                assert tokens[children, 0].tolist() == warped.topk(len(children)).indices.tolist()
+            else:
+                assert torch.allclose(draft.q[slot], warped.softmax(-1), atol=1e-5)
+                assert len(set(tokens[children, 0].tolist())) == len(children)  # drawn without replacement
+        gen.close()
+
+
+def test_a_dynamic_tree_keeps_the_likeliest_paths(coarse):
+    _, drafter, _ = coarse
+    gen, ctx = _context_after_a_step(coarse, SamplingConfig(temperature=0))
+    chain = drafter.start(None).propose(ctx, 4).steps
+    line = drafter.dynamic_tree(ctx, DynamicTree(4, 4, 1))  # one candidate a depth: the greedy chain
+    assert line.tree.parents == (-1, 0, 1, 2, 3) and torch.equal(line.tokens[1:], chain)
+    spec = DynamicTree(10, 4, 3)
+    draft = drafter.dynamic_tree(ctx, spec)
+    tree, tokens = draft.tree, draft.tokens[:, 0]
+    assert tree.nodes == spec.nodes and tree.depth <= spec.depth
+    for slot in range(1, len(tree.parents)):
+        parent = tree.parents[slot]
+        path = [parent]
+        while path[-1]:
+            path.append(tree.parents[path[-1]])
+        logp = _path_probs(drafter, ctx, [draft.tokens[t] for t in reversed(path)]).log_softmax(-1)
+        assert int(tokens[slot]) in logp.topk(spec.top_k).indices.tolist()  # among its parent's top k
+    siblings = [tokens[tree.children(s)].tolist() for s in range(len(tree.parents))]
+    assert all(len(set(c)) == len(c) for c in siblings)
+    assert tree.depth > 1 and any(len(c) > 1 for c in siblings), "a line, not a tree: nothing tested"
+    gen.close()
 
 
 def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from voicespec.bench.config import BenchConfig, read_prompts
+from voicespec.engine.controller import TreeSpec
 from voicespec.cli.args import device_arg, dtype_arg
 from voicespec.options import DEVICE_HELP, DTYPE_HELP
 
@@ -22,7 +23,7 @@ def _ints(value: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
 
 
-def _trees(value: str) -> tuple[tuple[int, ...], ...]:
+def _trees(value: str) -> tuple[TreeSpec, ...]:
     from voicespec.options import parse_tree
 
     try:

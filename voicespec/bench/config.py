@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from voicespec.engine.controller import check_branching
+from voicespec.engine.controller import TreeSpec, check_tree
 from voicespec.options import check_device, check_dtype
 from voicespec.paths import SAMPLES_DIR
 
@@ -45,7 +45,7 @@ class BenchConfig:
     device: str = "auto"  # where the voice runs (options.DEVICE_HELP)
     dtype: str = "float32"
     lossy_top_k: int = 0  # > 0: also each drafter at γ=auto with LOSSY top-k acceptance (SamplingConfig.lossy_top_k)
-    trees: tuple[tuple[int, ...], ...] = ()  # static draft trees tried with each drafter that drafts trees
+    trees: tuple[TreeSpec, ...] = ()  # draft trees tried with each drafter that drafts them (dynamic: greedy only)
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -61,7 +61,7 @@ class BenchConfig:
         if self.prebuffer_ms < 0 or self.threads < 0 or self.lossy_top_k < 0:
             raise ValueError("prebuffer_ms, threads and lossy_top_k must be >= 0")
         for tree in self.trees:
-            check_branching(tree)
+            check_tree(tree)
         check_device(self.device)
         check_dtype(self.dtype)
 

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.controller import DynamicTree
 from voicespec.engine.drafters import Drafter
 from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice
@@ -72,7 +73,7 @@ class Bench:
                 methods.append(EngineMethod(f"{name} γ={gamma}", target, drafter, gamma, name, peer))
             if getattr(drafter, "drafts_trees", False):
                 for tree in self.config.trees:
-                    label = ",".join(map(str, tree))
+                    label = tree if isinstance(tree, DynamicTree) else ",".join(map(str, tree))
                     methods.append(EngineMethod(f"{name} tree={label}", target, drafter, "auto", name, None, tree=tree))
             if k := self.config.lossy_top_k:
                 methods.append(EngineMethod(f"{name} γ=auto LOSSY top-{k}", target, drafter, "auto", name, None,
@@ -85,7 +86,7 @@ class Bench:
         for mode in cfg.modes:
             greedy = mode == "greedy"
             sampling = SamplingConfig(temperature=0) if greedy else self.voice.sampling
-            methods: list[Method] = [*engine, *(self.peers if greedy else [])]
+            methods: list[Method] = [*(m for m in engine if greedy or not m.greedy_only), *(self.peers if greedy else [])]
             _log(f"decode {mode}: {len(methods)} methods x {len(self.cases)} sentences x {cfg.repeats} rounds")
             runs = run_interleaved(methods, self.cases, sampling, cfg.repeats, cfg.warmup, cfg.seed, _log)
             summary = summarize(methods, runs, BASELINE, frame_rate, greedy)
@@ -99,7 +100,8 @@ class Bench:
 
     def _streaming(self, engine: list[EngineMethod]) -> dict[str, Any]:
         cfg = self.config
-        specs = [StreamSpec(m.name, m.drafter_name, m.gamma, m.tree) for m in engine if not m.lossy_top_k]
+        specs = [StreamSpec(m.name, m.drafter_name, m.gamma, m.tree) for m in engine
+                 if not m.lossy_top_k and not m.greedy_only]
         _log(f"streaming: {len(specs)} methods x {len(cfg.prompts)} prompts x {cfg.repeats} rounds")
         runs = run_streaming(self.voice, specs, cfg.prompts, self.voice.sampling, cfg.max_steps, cfg.prebuffer_ms / 1000,
                              cfg.repeats, cfg.warmup, cfg.seed)

@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.controller import DynamicTree, TreeSpec
 
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import Drafter
@@ -88,10 +89,15 @@ class EngineMethod:
     peer: str | None = None
     kind: str = "engine"
     lossy_top_k: int = 0  # > 0: LOSSY top-k acceptance (never in the exact methods)
-    tree: tuple[int, ...] | None = None  # a static draft tree every step
+    tree: TreeSpec | None = None  # a draft tree every step (static, or dynamic: greedy only)
 
     def __post_init__(self) -> None:
         self.decoder = SpecDecoder(self.target, self.drafter)
+
+    @property
+    def greedy_only(self) -> bool:
+        """A dynamic tree is exact in greedy decoding only: it sits out the sampling runs."""
+        return isinstance(self.tree, DynamicTree)
 
     def run(self, case: Case, sampling: SamplingConfig, seed: int) -> Run:
         sampling = replace(sampling, lossy_top_k=self.lossy_top_k)

@@ -14,6 +14,7 @@ from typing import Any
 
 from voicespec.serve.playout import LeadPoint, gaps, playout, playout_timeline
 from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.controller import TreeSpec
 from voicespec.pipeline.synthesis import SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice
 from voicespec.bench.dist import percentiles
@@ -26,7 +27,7 @@ class StreamSpec:
     name: str
     drafter: str
     gamma: int | str
-    tree: tuple[int, ...] | None = None
+    tree: TreeSpec | None = None
 
 
 @dataclass

@@ -66,7 +66,8 @@ def _typed(convert, what: str):
 
 gamma_arg = _typed(parse_gamma, "gamma")
 tree_arg = _typed(parse_tree, "tree")
-TREE_HELP = ("draft a static tree every step and verify it in one pass, children per depth, e.g. 2,2,1 "
+TREE_HELP = ("draft a tree every step and verify it in one pass: static, children per depth, e.g. 2,2,1, or "
+             "dynamic[:NODES[:DEPTH[:TOP_K]]] grown from the draft's confidence (greedy only) "
              "(drafters that draft trees: the feature heads)")
 device_arg = _typed(check_device, "device")
 dtype_arg = _typed(check_dtype, "dtype")

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from voicespec.checks import is_int
 from voicespec.engine.controller import (
-    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, FixedGamma, check_branching, check_gamma,
+    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, DynamicTree, FixedGamma, TreeSpec, check_gamma,
+    check_tree,
 )
 
 
@@ -65,13 +66,14 @@ class SamplingConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller. ``tree``:
-    children per depth of a static draft tree verified in one pass (:mod:`voicespec.engine.tree`),
-    e.g. ``(2, 2, 1)``; with a tree every step drafts it, whatever ``gamma``."""
+    """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller. ``tree``: a
+    draft tree verified in one pass (:mod:`voicespec.engine.tree`) — children per depth of a static
+    one, e.g. ``(2, 2, 1)``, or a :class:`DynamicTree` (greedy only); with a tree every step
+    drafts one, whatever ``gamma``."""
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     gamma: int | str = 4
-    tree: tuple[int, ...] | None = None
+    tree: TreeSpec | None = None
     max_steps: int = 2000
     seed: int | None = None
     controller: ControllerConfig = field(default_factory=ControllerConfig)
@@ -79,9 +81,12 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         check_gamma(self.gamma)
         if self.tree is not None:
-            object.__setattr__(self, "tree", check_branching(self.tree))
+            object.__setattr__(self, "tree", check_tree(self.tree))
             if self.sampling.lossy_top_k:
                 raise ValueError("LOSSY acceptance applies to chains of drafts, not to trees")
+            if isinstance(self.tree, DynamicTree) and not self.sampling.greedy:
+                raise ValueError("a dynamic tree takes the draft's top tokens, which is exact in greedy decoding "
+                                 "only; sample with a static tree (e.g. 2,2,1) or a chain")
         if not (is_int(self.max_steps) and self.max_steps >= 1):
             raise ValueError(f"max_steps must be >= 1 (an integer), got {self.max_steps!r}")
         if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed <= MAX_SEED):

@@ -51,6 +51,64 @@ def check_branching(branching: Any) -> tuple[int, ...]:
     return b
 
 
+MAX_TREE_TOP_K = 16
+
+
+@dataclass(frozen=True)
+class DynamicTree:
+    """A draft tree grown anew every step from the drafter's own confidence (EAGLE-2): ``depth``
+    levels, each expanding the ``top_k`` nodes of the level before with the highest path
+    probability (the product of the draft's probabilities along the path) by their ``top_k``
+    likeliest children; then the ``nodes`` likeliest of every node drafted are verified. The
+    candidates are the draft's top tokens, not draws, so it is exact in greedy decoding only.
+    Text form (CLI, protocol, bench): ``dynamic[:NODES[:DEPTH[:TOP_K]]]``."""
+
+    nodes: int = 16
+    depth: int = 6
+    top_k: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "depth", "top_k"):
+            if not is_int(getattr(self, name)):
+                raise ValueError(f"a dynamic tree's {name} must be an integer, got {getattr(self, name)!r}")
+        if not 1 <= self.nodes <= MAX_TREE_NODES:
+            raise ValueError(f"a dynamic tree verifies 1..{MAX_TREE_NODES} nodes, got {self.nodes}")
+        if not 1 <= self.depth <= self.nodes:
+            raise ValueError(f"a dynamic tree's depth must be in [1, nodes={self.nodes}], got {self.depth}")
+        if not 1 <= self.top_k <= MAX_TREE_TOP_K:
+            raise ValueError(f"a dynamic tree's top_k must be in [1, {MAX_TREE_TOP_K}], got {self.top_k}")
+
+    @classmethod
+    def parse(cls, text: str) -> DynamicTree:
+        """``"dynamic"``, ``"dynamic:24"``, ``"dynamic:24:8"`` or ``"dynamic:24:8:4"``."""
+        head, *numbers = text.strip().split(":")
+        if head != "dynamic" or len(numbers) > 3:
+            raise ValueError(f"a dynamic tree is dynamic[:NODES[:DEPTH[:TOP_K]]], got {text!r}")
+        try:
+            values = [int(x) for x in numbers]
+        except ValueError:
+            raise ValueError(f"a dynamic tree is dynamic[:NODES[:DEPTH[:TOP_K]]] with integers, got {text!r}") from None
+        nodes = values[0] if values else cls.nodes
+        depth = values[1] if len(values) > 1 else min(cls.depth, nodes)
+        return cls(nodes, depth, *values[2:])
+
+    def __str__(self) -> str:
+        return f"dynamic:{self.nodes}:{self.depth}:{self.top_k}"
+
+
+TreeSpec = tuple[int, ...] | DynamicTree
+
+
+def check_tree(value: Any) -> TreeSpec:
+    """The one rule for a draft tree: a static shape (children per depth, :func:`check_branching`)
+    or a :class:`DynamicTree` (also as its text form)."""
+    if isinstance(value, DynamicTree):
+        return value
+    if isinstance(value, str) and value.strip().startswith("dynamic"):
+        return DynamicTree.parse(value)
+    return check_branching(value)
+
+
 def expected_steps(alphas: Sequence[float], gamma: int) -> float:
     """Expected steps committed by one verify pass of a γ-step draft."""
     total, run = 1.0, 1.0

@@ -107,7 +107,7 @@ class Generation:
         self._buf[: self.n_prompt] = prompt.steps
         self.length = self.n_prompt
         self._drafter = decoder.drafter
-        self.tree = None if config.tree is None else TreeShape(config.tree)
+        self.tree = TreeShape(config.tree) if isinstance(config.tree, tuple) else config.tree
         if self.tree is not None and not getattr(self._drafter, "drafts_trees", False):
             name = getattr(self._drafter, "name", "none")
             raise ValueError(f"drafter {name!r} does not draft trees (the feature drafter does)")
@@ -233,28 +233,30 @@ class Generation:
         return _Step(verdict, work, t1, verify_s, n_draft, draft.steps.numel(), verdict.accepted_tokens, gamma)
 
     def _tree_step(self) -> Generator[Work, Any, _Step]:
-        """Draft the configured tree and verify every node in one pass (:mod:`voicespec.engine.tree`);
-        the accepted path's keys, values and hidden states are then moved into place."""
-        shape, start = self.tree, self.length - 1  # the pending step's position: the root
+        """Draft a tree (the configured shape, or one grown for this step) and verify every node
+        in one pass (:mod:`voicespec.engine.tree`); the accepted path's keys, values and hidden
+        states are then moved into place."""
+        start = self.length - 1  # the pending step's position: the root
         ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
                            self._features())
-        tree = self.draft_session.propose_tree(ctx, shape)
+        draft = self.draft_session.propose_tree(ctx, self.tree)
+        tree = draft.tree
         t1 = time.perf_counter()
         if self.target.length != start:
             raise RuntimeError("a tree pass needs the target's cache to hold every committed step but the pending one")
-        work = Pass(self.target, tree.tokens, tree=shape)
+        work = Pass(self.target, draft.tokens, tree=tree)
         raw = yield work  # [1 + nodes, G, V]
         t2 = time.perf_counter()
-        warped = self.policy.warp_tree(raw, self.state, tree.tokens, shape, self.generated)[:, 0]  # [1 + nodes, V]
+        warped = self.policy.warp_tree(raw, self.state, draft.tokens, tree, self.generated)[:, 0]  # [1 + nodes, V]
         if self.config.sampling.greedy:
-            verdict = verify_tree_greedy(shape, tree.tokens[:, 0], warped)
+            verdict = verify_tree_greedy(tree, draft.tokens[:, 0], warped)
         else:
-            verdict = verify_tree_sampling(shape, tree.tokens[:, 0], tree.q, warped.softmax(-1), self.generator)
+            verdict = verify_tree_sampling(tree, draft.tokens[:, 0], draft.q, warped.softmax(-1), self.generator)
         self.target.keep_path(start, verdict.path)
         self._fine_from = 0
         verify_s = work.seconds + time.perf_counter() - t2
         m = verdict.accepted_steps
-        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, shape.depth, shape.nodes, m, shape.depth)
+        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, tree.depth, tree.nodes, m, tree.depth)
 
     def close(self) -> None:
         """Give back the sessions' cache rows (also done when the generation is collected)."""

@@ -44,20 +44,32 @@ class TokenPolicy:
         """:meth:`warp` as a call a scheduler may batch with other sessions' (same sampling)."""
         return WarpWork(self, raw, state, block, generated)
 
-    def warp_tree(self, raw: torch.Tensor, state: LayoutState, tokens: torch.Tensor, shape: Any,
+    def warp_rows(self, raw: torch.Tensor, states: list[LayoutState], generated: list[torch.Tensor] | None) -> torch.Tensor:
+        """:meth:`warp_one` of ``n`` independent positions as one call: ``raw [n, G, V]``, row
+        ``i`` in ``states[i]`` after ``generated[i]`` (read only by a repetition penalty: None
+        without one). The nodes of a draft tree: one mask per distinct state, one warp."""
+        masks: dict[LayoutState, torch.Tensor] = {}
+        mask = torch.stack([masks[s] if s in masks else masks.setdefault(s, self.layout.mask(s)) for s in states])
+        recent = None
+        if self.sampling.uses_history:
+            if generated is None:
+                raise ValueError("a repetition penalty reads each row's generated steps")
+            recent = torch.cat([recent_tokens(g, g[:0], self.sampling.repetition_window) for g in generated])
+        return warp(raw, mask, self.sampling, recent)
+
+    def warp_tree(self, raw: torch.Tensor, state: LayoutState, tokens: torch.Tensor, tree: Any,
                   generated: torch.Tensor) -> torch.Tensor:
         """:meth:`warp` for a draft tree: ``raw [1 + nodes, G, V]`` after each slot of ``tokens
-        [1 + nodes, G]`` (slot 0 the pending step, then ``shape``'s nodes breadth first), each
+        [1 + nodes, G]`` (slot 0 the pending step, then ``tree``'s nodes, parents first), each
         slot warped with the mask and recent tokens of its own path. One call for every slot."""
-        paths: list[torch.Tensor] = [generated[:0]]  # per slot: its drafted ancestors and itself, root excluded
-        states = [state]
-        for t in range(1, len(shape.parents)):
-            parent = shape.parents[t]
-            paths.append(torch.cat([paths[parent], tokens[t: t + 1]]))
+        history = self.sampling.uses_history
+        states, paths = [state], [generated]
+        for t in range(1, len(tree.parents)):
+            parent = tree.parents[t]
             states.append(self.layout.advance(states[parent], tokens[t]))
-        works = [WarpWork(self, raw[t: t + 1], states[t], paths[t][:0], torch.cat([generated, paths[t]]))
-                 for t in range(len(paths))]
-        return torch.cat(WarpWork.run(works))
+            if history:
+                paths.append(torch.cat([paths[parent], tokens[t: t + 1]]))
+        return self.warp_rows(raw, states, paths if history else None)
 
     def probs(self, warped: torch.Tensor) -> torch.Tensor:
         return warped.softmax(-1)

@@ -28,40 +28,22 @@ from voicespec.engine.controller import check_branching
 from voicespec.engine.sampling import sample
 from voicespec.engine.verify import residual
 
-@dataclass(frozen=True)
-class TreeShape:
-    """``branching[i]``: children of every node at depth ``i`` (the root, the pending step, is depth 0)."""
+class DraftTree:
+    """A draft tree by its parents: slot 0 is the root (the pending step, parent -1), and every
+    other slot's parent is an earlier slot, so the slots are in an order where parents come first
+    (breadth first for a :class:`TreeShape`; a dynamic tree is built so). Static or drafted anew
+    every step, the pass and the rules read only this."""
 
-    branching: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        check_branching(self.branching)
-
-    @property
-    def depth(self) -> int:
-        return len(self.branching)
-
-    @cached_property
-    def parents(self) -> tuple[int, ...]:
-        """Parent slot of each slot (slot 0, the root, is its own: -1)."""
-        parents, level = [-1], [0]
-        for b in self.branching:
-            nxt = []
-            for node in level:
-                for _ in range(b):
-                    parents.append(node)
-                    nxt.append(len(parents) - 1)
-            level = nxt
-        return tuple(parents)
+    def __init__(self, parents: tuple[int, ...]) -> None:
+        parents = tuple(parents)
+        if not parents or parents[0] != -1 or any(not 0 <= p < t for t, p in enumerate(parents) if t):
+            raise ValueError(f"a draft tree's parents must be -1 for the root, then earlier slots, got {parents!r}")
+        self.parents = parents
 
     @property
     def nodes(self) -> int:
         """Draft nodes (the root excluded)."""
-        total, width = 0, 1
-        for b in self.branching:
-            width *= b
-            total += width
-        return total
+        return len(self.parents) - 1
 
     @cached_property
     def depths(self) -> torch.Tensor:
@@ -72,6 +54,10 @@ class TreeShape:
         return torch.tensor(d)
 
     @cached_property
+    def depth(self) -> int:
+        return int(self.depths.max())
+
+    @cached_property
     def ancestors(self) -> torch.Tensor:
         """``[1 + nodes, 1 + nodes]`` bool: ``[t, u]`` when slot ``u`` is ``t`` or one of its ancestors."""
         n = len(self.parents)
@@ -80,8 +66,32 @@ class TreeShape:
             anc[t] |= anc[self.parents[t]]
         return anc
 
+    @cached_property
+    def _children(self) -> tuple[list[int], ...]:
+        out: tuple[list[int], ...] = tuple([] for _ in self.parents)
+        for t, p in enumerate(self.parents[1:], start=1):
+            out[p].append(t)
+        return out
+
     def children(self, slot: int) -> list[int]:
-        return [t for t, p in enumerate(self.parents) if p == slot]
+        return self._children[slot]
+
+
+class TreeShape(DraftTree):
+    """A static tree: ``branching[i]`` children for every node at depth ``i`` (the root, the
+    pending step, is depth 0); slots breadth first."""
+
+    def __init__(self, branching: tuple[int, ...]) -> None:
+        self.branching = check_branching(branching)
+        parents, level = [-1], [0]
+        for b in self.branching:
+            nxt = []
+            for node in level:
+                for _ in range(b):
+                    parents.append(node)
+                    nxt.append(len(parents) - 1)
+            level = nxt
+        super().__init__(tuple(parents))
 
     def __str__(self) -> str:
         return ",".join(map(str, self.branching))
@@ -100,7 +110,7 @@ class TreeVerdict:
         return len(self.path)
 
 
-def verify_tree_greedy(shape: TreeShape, tokens: torch.Tensor, logits: torch.Tensor) -> TreeVerdict:
+def verify_tree_greedy(shape: DraftTree, tokens: torch.Tensor, logits: torch.Tensor) -> TreeVerdict:
     """``tokens [1 + nodes]`` (slot 0: the pending step's token); ``logits [1 + nodes, V]``: the
     target's warped logits after each slot."""
     best = logits.argmax(-1)
@@ -114,7 +124,7 @@ def verify_tree_greedy(shape: TreeShape, tokens: torch.Tensor, logits: torch.Ten
     return TreeVerdict(path, torch.cat([tokens[path], best[slot: slot + 1]]).view(-1, 1))
 
 
-def verify_tree_sampling(shape: TreeShape, tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
+def verify_tree_sampling(shape: DraftTree, tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
                          generator: torch.Generator | None) -> TreeVerdict:
     """``tokens [1 + nodes]``; ``q [1 + nodes, V]``: the distribution each slot's *children* were
     drawn from, without replacement, in slot order; ``p [1 + nodes, V]``: the target's after each slot."""

@@ -283,7 +283,7 @@ class SynthesisStream:
 
 
 def request_options(voice: Voice, *, drafter: str | None = None, gamma: int | str = "auto",
-                    tree: Sequence[int] | None = None, seed: int | None = None, speed: float = 1.0,
+                    tree: Sequence[int] | str | None = None, seed: int | None = None, speed: float = 1.0,
                     sample_rate: int | None = None, max_steps: int | None = None, timestamps: bool = False,
                     **sampling: Any) -> SynthesisOptions:
     """:class:`SynthesisOptions` from keyword options, as the Python API takes them: sampling
@@ -294,7 +294,7 @@ def request_options(voice: Voice, *, drafter: str | None = None, gamma: int | st
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; sampling options are {', '.join(sorted(known))}")
     decode = DecodeConfig(replace(voice.sampling, **sampling), gamma=gamma, seed=seed,
-                          tree=None if tree is None else tuple(tree),
+                          tree=None if tree is None or isinstance(tree, str) else tuple(tree),
                           **({} if max_steps is None else {"max_steps": max_steps}))
     return SynthesisOptions(decode, drafter=drafter, sample_rate=sample_rate, speed=speed, timestamps=timestamps)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicespec.checks import is_int, is_number
-from voicespec.engine.controller import check_branching, check_gamma
+from voicespec.engine.controller import check_gamma, check_tree
 from voicespec.options import (ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate, check_speed,
                                encoding_rate)
 
@@ -109,7 +109,7 @@ class Start:
     latency_budget_ms: float | None = None
     drafter: str | None = None
     gamma: int | str | None = None
-    tree: list[int] | None = None  # children per depth of a static draft tree
+    tree: list[int] | str | None = None  # children per depth of a static draft tree, or "dynamic[:N[:D[:K]]]"
     pacing_lead_ms: float | None = None
     speed: float | None = None  # relative to the voice's own pace (voices with a duration predictor)
     word_timestamps: bool = False
@@ -193,8 +193,9 @@ def _check_field(name: str, value: Any, kind: str, cid: str | None) -> None:
     if kind == "gamma":
         ok, what = _valid(check_gamma, value), "an integer >= 0 or \"auto\""
     elif kind == "tree":
-        ok = isinstance(value, list) and _valid(check_branching, value)
-        what = "a list of children per depth, e.g. [2, 2, 1] (at most 64 nodes)"
+        ok = isinstance(value, (list, str)) and _valid(check_tree, value)
+        what = ("a list of children per depth, e.g. [2, 2, 1] (at most 64 nodes), or \"dynamic[:NODES[:DEPTH[:TOP_K]]]\" "
+                "(greedy only)")
     elif kind == "flush_id":
         ok = (isinstance(value, str) and len(value) <= FLUSH_ID_MAX) or is_int(value)
         what = f"a string (at most {FLUSH_ID_MAX} characters) or an integer"

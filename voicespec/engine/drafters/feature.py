@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from voicespec.engine.drafters.base import Draft, DraftContext, draft_loop
-from voicespec.engine.layout import Prompt, TokenLayout
-from voicespec.engine.policy import WarpWork
-from voicespec.engine.tree import TreeShape
+from voicespec.engine.layout import LayoutState, Prompt, TokenLayout
+from voicespec.engine.controller import DynamicTree
+from voicespec.engine.tree import DraftTree, TreeShape
 
 if TYPE_CHECKING:  # the engine does not import model code; it is handed the models
     from voicespec.lm.codec_lm import CodecStepLM
@@ -27,22 +27,26 @@ if TYPE_CHECKING:  # the engine does not import model code; it is handed the mod
 
 @dataclass(frozen=True)
 class TreeDraft:
-    """``tokens [1 + nodes, G]``: slot 0 is the pending step, then the tree breadth first;
+    """``tree``: the drafted tree's structure (a static shape, or grown this step);
+    ``tokens [1 + nodes, G]``: slot 0 is the pending step, then the nodes, parents first;
     ``q [1 + nodes, V]``: the distribution each slot's children were drawn from (None: greedy)."""
 
+    tree: DraftTree
     tokens: torch.Tensor
     q: torch.Tensor | None
 
 
-def children_of(warped: torch.Tensor, b: int, probs: torch.Tensor | None, generator: torch.Generator | None) -> torch.Tensor:
-    """``b`` distinct candidates from warped logits ``[V]``: the top ``b`` (greedy, ``probs`` None)
-    or drawn without replacement from ``probs``; when fewer than ``b`` tokens have mass, the last
-    is repeated (a repeat is always rejected: its ``q`` was used up by the first)."""
-    if probs is None:
-        return warped.topk(b).indices
-    n = int((probs > 0).sum())
-    picks = torch.multinomial(probs, min(b, n), replacement=False, generator=generator)
-    return torch.cat([picks, picks[-1:].repeat(b - picks.shape[0])])
+def children_of(probs: torch.Tensor, b: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``[n, b]``: ``b`` distinct candidates per row of ``probs [n, V]``, drawn without
+    replacement; where a row has fewer than ``b`` tokens with mass its last draw is repeated
+    (a repeat is always rejected: its ``q`` was used up by the first)."""
+    if bool(((probs > 0).sum(-1) >= b).all()):
+        return torch.multinomial(probs, b, replacement=False, generator=generator)
+    rows = []
+    for row in probs:
+        picks = torch.multinomial(row, min(b, int((row > 0).sum())), replacement=False, generator=generator)
+        rows.append(torch.cat([picks, picks[-1:].repeat(b - picks.shape[0])]))
+    return torch.stack(rows)
 
 
 class HeadsSession:
@@ -59,11 +63,14 @@ class HeadsSession:
         return draft_loop(ctx, gamma, self.drafter.next_logits_for(ctx, gamma))
 
     @torch.inference_mode()
-    def propose_tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
-        """A draft tree of ``shape`` (see :mod:`voicespec.engine.tree`): one block call per depth
-        for all its nodes; each node's children are its ``q``'s top tokens (greedy) or drawn from
-        it without replacement (sampling), each node warped with the policy along its own path."""
-        return self.drafter.tree(ctx, shape)
+    def propose_tree(self, ctx: DraftContext, spec: TreeShape | DynamicTree) -> TreeDraft:
+        """A draft tree (see :mod:`voicespec.engine.tree`): one block call, one readout and one
+        policy call per depth for all its nodes. A static ``shape``: each node's children are its
+        ``q``'s top tokens (greedy) or drawn from it without replacement (sampling). A
+        :class:`DynamicTree`: grown by the draft's path probabilities (greedy only)."""
+        if isinstance(spec, DynamicTree):
+            return self.drafter.dynamic_tree(ctx, spec)
+        return self.drafter.tree(ctx, spec)
 
     def rollback(self, keep: int) -> None:
         """Nothing to undo: proposals start from the target's state."""
@@ -102,36 +109,83 @@ class FeatureDrafter:
         """Logits ``[N, 1, V]`` (host, float32) of predicted hidden states ``f [N, D]``."""
         return self._readout(f).view(f.shape[0], 1, self.target.model.head_vocab).float().cpu()
 
+    def _expand(self, ctx: DraftContext, f: torch.Tensor, steps: torch.Tensor, depth: int,
+                states: list[LayoutState], paths: list[torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One depth of a tree: nodes ``steps [n, G]`` (in ``states``, after ``paths``) read with
+        the hidden states ``f [n, D]`` predicted for them; returns the states predicted after them
+        ``[n, D]`` and their children's warped logits ``[n, V]``."""
+        e = ctx.target.embed_at(steps, ctx.history.shape[0] - 1 + depth, together=True)[0]  # [n, D]
+        f = self.block(f, e)
+        return f, ctx.policy.warp_rows(self.readout(f), states, paths)[:, 0]
+
     def tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
-        session, start, policy = ctx.target, ctx.history.shape[0] - 1, ctx.policy
+        policy, layout = ctx.policy, ctx.policy.layout
+        history = policy.sampling.uses_history
         tokens = [ctx.history[-1]]  # per slot: its step [G]
-        paths = [ctx.generated]  # per slot: the generated steps up to and including it
-        states = [ctx.state]
+        states = [ctx.state]  # per slot (the leaves' are never needed)
+        paths = [ctx.generated] if history else None  # per slot: the generated steps up to and including it
         q = [] if not policy.sampling.greedy else None
-        f = ctx.features[None]  # [n, D]: the inputs of the current depth's nodes
-        level = [0]
+        f, level = ctx.features[None], [0]  # [n, D]: the inputs of the current depth's nodes
         for d, b in enumerate(shape.branching):
-            e = session.embed_at(torch.stack([tokens[t] for t in level]), start + d, together=True)[0]  # [n, D]
-            f_out = self.block(f, e)
-            raw = self.readout(f_out)  # [n, 1, V]
-            works = [policy.warp_work(raw[i: i + 1], states[t], paths[t][:0], paths[t]) for i, t in enumerate(level)]
-            warped = [w[0] for w in WarpWork.run(works)]  # [G=1, V] each
-            nxt, f_rows = [], []
-            for i, (t, w) in enumerate(zip(level, warped)):
-                if q is not None:
-                    q.append(policy.probs(w)[0])
-                picks = children_of(w[0], b, q[-1] if q is not None else None, ctx.generator)
-                for tok in picks:
+            f, warped = self._expand(ctx, f, torch.stack([tokens[t] for t in level]), d,
+                                     [states[t] for t in level], None if paths is None else [paths[t] for t in level])
+            if q is None:
+                picks = warped.topk(b, -1).indices  # [n, b]
+            else:
+                q.append(policy.probs(warped))
+                picks = children_of(q[-1], b, ctx.generator)
+            last = d + 1 == shape.depth
+            nxt = []
+            for t, row in zip(level, picks):
+                for tok in row:
                     step = tok.view(1)
                     tokens.append(step)
-                    paths.append(torch.cat([paths[t], step[None]]))
-                    states.append(ctx.policy.layout.advance(states[t], step))
                     nxt.append(len(tokens) - 1)
-                    f_rows.append(i)
-            f, level = f_out[f_rows], nxt
-        if q is not None:  # the leaves propose nothing: zeros never read
-            q += [q[0].new_zeros(q[0].shape)] * (len(tokens) - len(q))
-        return TreeDraft(torch.stack(tokens), None if q is None else torch.stack(q))
+                    if not last:
+                        states.append(layout.advance(states[t], step))
+                        if paths is not None:
+                            paths.append(torch.cat([paths[t], step[None]]))
+            f, level = f.repeat_interleave(b, 0), nxt
+        if q is not None:  # rows in slot order (breadth first: the inner nodes come first); the leaves propose nothing
+            q = torch.cat(q)
+            q = torch.cat([q, q.new_zeros(len(tokens) - q.shape[0], q.shape[1])])
+        return TreeDraft(shape, torch.stack(tokens), q)
+
+    def dynamic_tree(self, ctx: DraftContext, spec: DynamicTree) -> TreeDraft:
+        """EAGLE-2's tree, greedy: each depth expands the ``top_k`` likeliest nodes of the last
+        (by path probability under the draft) by their ``top_k`` likeliest tokens; the ``nodes``
+        likeliest of all are verified. A child is never likelier than its parent, so the kept
+        nodes form a tree (ties go to the shallower node)."""
+        layout, k = ctx.policy.layout, spec.top_k
+        drafted: list[tuple[float, int, int, int]] = []  # (-log path prob, depth, parent's index or -1, token)
+        f, steps = ctx.features[None], ctx.history[-1:]  # the frontier: hidden states [n, D], steps [n, G]
+        states, scores, ids = [ctx.state], torch.zeros(1), [-1]
+        for d in range(spec.depth):
+            f, warped = self._expand(ctx, f, steps, d, states, None)
+            logp, tok = warped.log_softmax(-1).topk(k, -1)  # [n, k]
+            cand = (scores[:, None] + logp).flatten()  # [n * k]
+            done = torch.tensor([layout.is_done(s) for s in states]).repeat_interleave(k)
+            cand = cand.masked_fill(done, float("-inf"))  # nothing follows the end
+            base = len(drafted)
+            tok = tok.flatten()
+            for j, (c, t) in enumerate(zip(cand.tolist(), tok.tolist())):
+                drafted.append((-c, d + 1, ids[j // k], t))
+            if d + 1 == spec.depth:
+                break
+            keep = cand.topk(min(k, cand.shape[0])).indices
+            keep = keep[cand[keep] > float("-inf")]
+            if keep.numel() == 0:
+                break
+            rows = keep // k
+            f, steps, scores = f[rows], tok[keep].view(-1, 1), cand[keep]
+            states = [layout.advance(states[int(r)], steps[i]) for i, r in enumerate(rows)]
+            ids = [base + int(j) for j in keep]
+        order = sorted((i for i, n in enumerate(drafted) if n[0] < float("inf")), key=lambda i: drafted[i][:2])[: spec.nodes]
+        order.sort(key=lambda i: (drafted[i][1], i))  # parents first
+        slot = {-1: 0, **{i: s for s, i in enumerate(order, start=1)}}
+        parents = (-1, *(slot[drafted[i][2]] for i in order))
+        tokens = torch.tensor([int(ctx.history[-1, 0]), *(drafted[i][3] for i in order)]).view(-1, 1)
+        return TreeDraft(DraftTree(parents), tokens, None)
 
     def next_logits_for(self, ctx: DraftContext, gamma: int):
         """The recurrent draft: position ``j`` reads the state predicted at ``j - 1`` and the step drafted there."""
