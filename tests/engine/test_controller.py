@@ -12,6 +12,7 @@ from voicespec.engine.controller import (
     CostLine,
     ControllerMemory,
     FixedGamma,
+    TreeEstimate,
     best_gamma,
     expected_steps,
     step_cost,
@@ -414,6 +415,82 @@ def test_verify_cost_forgets_other_sizes_and_goes_flat():
 
 
 # --------------------------------------------------------------------------- FixedGamma
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def chain_and_tree(tree_steps: float, tree_draft: float = 0.001):
+    """A synthetic drafter: chains accepted at 0.6 a position (expected), a tree committing
+    ``tree_steps`` per pass; a draft step costs 1 ms (the tree ``tree_draft`` per depth), a pass
+    10 ms + 0.1 ms per slot. Returns ``(plan) -> (drafted, accepted, draft_s, verify_s, tree, slots)``."""
+    rng = random.Random(0)
+
+    def step(plan):
+        if isinstance(plan, tuple):
+            accepted = int(tree_steps - 1) + (rng.random() < tree_steps % 1)
+            slots = 1 + sum(2 ** min(i + 1, 2) for i in range(len(plan)))  # (2, 2, 1, 1): 1 + 2 + 4 + 4 + 4
+            return len(plan), min(accepted, len(plan)), tree_draft * len(plan), 0.010 + 0.0001 * slots, plan, slots
+        accepted = 0
+        while accepted < plan and rng.random() < 0.6:
+            accepted += 1
+        return plan, accepted, 0.001 * plan, 0.010 + 0.0001 * (plan + 1), None, 0
+    return step
+
+
+def drive(ctrl: AdaptiveGamma, steps: int, drafter, limit: int = 8) -> list:
+    out = []
+    for _ in range(steps):
+        plan = ctrl.choose(limit)
+        out.append(plan)
+        drafted, accepted, draft_s, verify_s, tree, slots = drafter(plan)
+        ctrl.observe(drafted, accepted, draft_s, verify_s, tree=tree, slots=slots)
+    return out
+
+
+def test_a_tree_that_commits_more_per_pass_wins_over_the_chain():
+    tree = (2, 2, 1, 1)
+    cfg = ControllerConfig(probe_every=4, tree_probe=3, trees=(tree,))
+    ctrl = AdaptiveGamma(cfg, trees=True)
+    plans = drive(ctrl, 80, chain_and_tree(4.6))
+    first = plans.index(tree)
+    assert all(isinstance(p, int) for p in plans[:first]) and first >= cfg.probe_every  # probed after some chain steps
+    assert plans[first: first + 3] == [tree] * 3  # a probe is a few passes in a row
+    assert plans[-20:] == [tree] * 20
+    est = ctrl.estimates.trees[tree]
+    assert 4.0 < est.mean_steps(0.0, 0.0) <= 5.0 and 0.9 < est.draft_ratio < 1.1
+
+
+def test_a_tree_that_does_not_pay_is_only_probed_now_and_then():
+    tree = (2, 2, 1, 1)
+    cfg = ControllerConfig(probe_every=4, tree_probe=2, trees=(tree,))
+    ctrl = AdaptiveGamma(cfg, trees=True)
+    plans = drive(ctrl, 120, chain_and_tree(1.2, tree_draft=0.004))
+    trees = [i for i, p in enumerate(plans) if p == tree]
+    assert trees and len(trees) <= 2 * (1 + 120 // (4 * cfg.probe_every))  # the first probe, then one every 16 chain steps
+    assert all(isinstance(p, int) and p > 0 for i, p in enumerate(plans[1:], 1) if i not in trees)
+    # Without the flag (a drafter that drafts no trees) the controller never proposes one.
+    plain = AdaptiveGamma(cfg)
+    assert all(isinstance(p, int) for p in drive(plain, 60, chain_and_tree(4.6)))
+
+
+def test_a_tree_is_never_deeper_than_the_limit_nor_past_the_time_cap():
+    tree = (2, 2, 1, 1)
+    ctrl = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1, trees=(tree,)), trees=True)
+    drive(ctrl, 40, chain_and_tree(4.6))
+    assert ctrl.choose(8) == tree and ctrl.choose(3) != tree
+    capped = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1, trees=(tree,), time_cap_s=0.0125),
+                           estimates=ctrl.estimates, trees=True)
+    assert ctrl.tree_rate(tree) > 0 and capped.tree_rate(tree) == 0.0  # its pass costs more than 12.5 ms
+    assert all(p != tree for p in [capped.choose(8) for _ in range(5)])
+
+
+def test_one_unlucky_tree_pass_does_not_rule_the_tree_out():
+    est = TreeEstimate()
+    est.steps, est.passes = 1.0, 1.0
+    assert est.mean_steps(3.0, 4.0) == pytest.approx(2.6)
+    with pytest.raises(ValueError):
+        ControllerConfig(trees=((0, 1),))
 
 
 def test_fixed_gamma():

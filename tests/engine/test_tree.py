@@ -12,7 +12,7 @@ import torch
 
 import voicespec.engine.tree as tree_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import DynamicTree
+from voicespec.engine.controller import ControllerConfig, DynamicTree
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import FeatureDrafter, MedusaDrafter
 from voicespec.engine.drafters.base import DraftContext
@@ -233,6 +233,24 @@ def test_a_dynamic_tree_keeps_the_likeliest_paths(coarse):
     assert all(len(set(c)) == len(c) for c in siblings)
     assert tree.depth > 1 and any(len(c) > 1 for c in siblings), "a line, not a tree: nothing tested"
     gen.close()
+
+
+def test_the_controller_drafts_trees_where_they_pay_and_changes_no_token(coarse):
+    """γ=auto with a drafter that drafts trees: the controller probes its candidate tree and
+    drafts it where it promises more; greedy output equals plain decoding all the same."""
+    target, drafter, prompt = coarse
+    greedy = SamplingConfig(temperature=0)
+    plain = SpecDecoder(target).generate(prompt, DecodeConfig(greedy, gamma=0, max_steps=30)).run()
+    decoder = SpecDecoder(target, drafter)
+    config = DecodeConfig(greedy, gamma="auto", max_steps=30,
+                          controller=ControllerConfig(probe_every=2, tree_probe=3, trees=((2, 1),)))
+    for _ in range(3):  # the memory carries the tree's record from one request to the next
+        gen = decoder.generate(prompt, config)
+        assert torch.equal(gen.run(), plain)
+    record = gen.controller.estimates.trees[(2, 1)]
+    assert record.passes >= 3, "the tree was never drafted: nothing tested"
+    # A request that fixes its own tree, or a drafter that drafts none, is not offered the candidates.
+    assert not decoder.generate(prompt, DecodeConfig(greedy, gamma="auto", tree=(3,), controller=config.controller)).controller.trees
 
 
 def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):

@@ -92,9 +92,12 @@ class DecodeConfig:
         if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise ValueError(f"seed must be an integer in [0, 2**53 - 1], got {self.seed!r}")
 
-    def make_controller(self, memory: ControllerMemory | None = None) -> Controller:
+    def make_controller(self, memory: ControllerMemory | None = None, trees: bool = False) -> Controller:
         """γ's controller for one request; with ``memory``, an adaptive one starts from (and adds to)
-        what earlier requests with this sampling setting measured."""
+        what earlier requests with this sampling setting measured. ``trees``: the drafter drafts
+        trees, so an adaptive controller also weighs the candidate trees of ``controller``
+        (unless this request fixed its own tree)."""
         if self.gamma != "auto":
             return FixedGamma(int(self.gamma))
-        return AdaptiveGamma(self.controller, estimates=None if memory is None else memory.estimates(self.sampling))
+        return AdaptiveGamma(self.controller, estimates=None if memory is None else memory.estimates(self.sampling),
+                             trees=trees and self.tree is None)

@@ -42,13 +42,19 @@ def check_branching(branching: Any) -> tuple[int, ...]:
         b = ()
     if not b or not all(is_int(x) and x >= 1 for x in b):
         raise ValueError(f"a tree needs branching factors >= 1 per depth, e.g. (2, 2, 1), got {branching!r}")
-    total, width = 0, 1
-    for x in b:
-        width *= x
-        total += width
+    total = tree_nodes(b)
     if total > MAX_TREE_NODES:
         raise ValueError(f"a tree of {total} draft nodes is more than {MAX_TREE_NODES}")
     return b
+
+
+def tree_nodes(branching: Sequence[int]) -> int:
+    """Draft nodes of a static tree (the root excluded): Σ over depths of the product so far."""
+    total, width = 0, 1
+    for x in branching:
+        width *= x
+        total += width
+    return total
 
 
 MAX_TREE_TOP_K = 16
@@ -150,12 +156,14 @@ def best_gamma(
 
 
 class Controller(Protocol):
-    def choose(self, limit: int) -> int:
-        """γ for the next step, at most ``limit``."""
+    def choose(self, limit: int) -> int | tuple[int, ...]:
+        """γ for the next step, at most ``limit``, or a static tree (children per depth) no deeper."""
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
+                tree: Hashable | None = None, slots: int = 0) -> None:
         """Feed back one step: steps drafted/accepted whole and the measured times (``commit_s``:
-        the work done for the steps it committed, apart from the pass)."""
+        the work done for the steps it committed, apart from the pass). A tree step names its
+        ``tree`` (what it was chosen as) and the ``slots`` its pass verified; ``drafted`` is its depth."""
 
 
 @dataclass
@@ -169,7 +177,8 @@ class FixedGamma:
     def choose(self, limit: int) -> int:
         return min(self.gamma, limit)
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
+                tree: Hashable | None = None, slots: int = 0) -> None:
         pass
 
 
@@ -183,6 +192,13 @@ class ControllerConfig:
     probe_every: int = 16  # while off, try a short draft after this many plain steps
     probe_gamma: int = 2
     time_cap_s: float | None = None  # per-step latency budget; never plan a step above it
+    # Static trees the adaptive controller weighs against chains, for a drafter that drafts trees
+    # (measured on the shipped voice: 2,2,1,1 beats the chain in greedy, not in sampling).
+    trees: tuple[tuple[int, ...], ...] = ((2, 2, 1, 1),)
+    tree_probe: int = 6  # passes a tree is drafted in a row when (re)measured: one pass is too noisy a sample
+
+    def __post_init__(self) -> None:
+        self.trees = tuple(check_branching(t) for t in self.trees)
 
 
 @dataclass
@@ -233,6 +249,25 @@ class Estimates:
     draft_cost: float | None = None  # per drafted step (EWMA)
     verify: CostLine = field(default_factory=CostLine)  # a pass, by positions verified
     commit: CostLine = field(default_factory=lambda: CostLine("proportional"))  # the fine stage, by committed steps
+    trees: dict[Hashable, TreeEstimate] = field(default_factory=dict)  # per tree drafted
+    chain_steps: int = 0  # drafting chain steps since a candidate tree was last drafted
+    probing: tuple[tuple[int, ...], int] | None = None  # a tree being probed and the passes left of its probe
+
+
+@dataclass
+class TreeEstimate:
+    """One tree's record: decayed sums of the steps its passes committed and of its passes, and
+    its drafting cost per depth as a multiple of a chained draft step (a ratio of two costs
+    measured in the same minutes, so it holds when the machine's speed drifts)."""
+
+    steps: float = 0.0
+    passes: float = 0.0
+    draft_ratio: float | None = None
+
+    def mean_steps(self, prior: float, weight: float) -> float:
+        """Steps per pass, shrunk towards ``prior`` by ``weight`` pseudo-passes (one unlucky
+        first pass must not rule a tree out)."""
+        return (self.steps + weight * prior) / (self.passes + weight)
 
 
 class ControllerMemory:
@@ -252,13 +287,14 @@ class AdaptiveGamma:
     only the target's pass costs (the candidates of one request, engine/drafters/choice.py)."""
 
     def __init__(self, config: ControllerConfig | None = None, verify: CostLine | None = None,
-                 estimates: Estimates | None = None) -> None:
+                 estimates: Estimates | None = None, trees: bool = False) -> None:
         self.config = c = config or ControllerConfig()
         if c.gamma_max < 1:
             raise ValueError("gamma_max must be >= 1")
         self.estimates = estimates if estimates is not None else Estimates()
         if verify is not None:
             self.estimates.verify = verify
+        self.trees = c.trees if trees else ()  # the candidate trees (the drafter drafts trees)
         self.off_steps = 0
 
     @property
@@ -308,25 +344,87 @@ class AdaptiveGamma:
         steps = expected_steps(alphas, g)
         return g, steps / max(step_cost(g, e.draft_cost or 0.0, self.verify_cost, self.commit_cost, steps), 1e-12)
 
-    def choose(self, limit: int) -> int:
+    def tree_rate(self, branching: tuple[int, ...]) -> float | None:
+        """Expected steps per second of drafting ``branching`` each step, from its record (None:
+        never drafted); 0 when its step would break the time cap."""
+        est = self.estimates.trees.get(branching)
+        if est is None or not est.passes or est.draft_ratio is None or self.draft_cost is None:
+            return None
+        # Prior: what a chain as deep commits (a tree holds a chain of first candidates, so more).
+        steps = est.mean_steps(expected_steps(self.alphas, len(branching)), self.config.shrinkage)
+        cost = self._tree_cost(branching, est.draft_ratio, steps)
+        cap = self.config.time_cap_s
+        return 0.0 if cap is not None and cost > cap else steps / max(cost, 1e-12)
+
+    def _tree_cost(self, branching: tuple[int, ...], draft_ratio: float, steps: float) -> float:
+        return (len(branching) * draft_ratio * (self.draft_cost or 0.0) + self.verify_cost(tree_nodes(branching) + 1)
+                + self.commit_cost(steps))
+
+    def _fits_cap(self, branching: tuple[int, ...], rate: float | None) -> bool:
+        """Whether drafting ``branching`` fits the time cap (one never drafted: priced as a
+        chain of its depth plus a pass over its slots)."""
+        cap = self.config.time_cap_s
+        if cap is None:
+            return True
+        if rate is None:
+            return self._tree_cost(branching, 1.0, expected_steps(self.alphas, len(branching))) <= cap
+        return rate > 0
+
+    def choose(self, limit: int) -> int | tuple[int, ...]:
         c = self.config
         if self.draft_cost is None:  # measure the drafter once before judging it
-            g = self._probe(limit)
-        else:
-            g = self.best(limit)[0]
-            if g == 0:
-                self.off_steps += 1
-                if self.off_steps >= c.probe_every:
-                    self.off_steps = 0
-                    g = self._probe(limit)
-            else:
+            return self._probe(limit)
+        g, rate = self.best(limit)
+        if g == 0:
+            self.off_steps += 1
+            if self.off_steps >= c.probe_every:
                 self.off_steps = 0
+                g = self._probe(limit)
+            return g
+        self.off_steps = 0
+        return self._tree_or(g, rate, limit)
+
+    def _tree_or(self, g: int, rate: float, limit: int) -> int | tuple[int, ...]:
+        """While drafting pays: a tree that promises more steps per second than the best chain is
+        drafted; a candidate never drafted is probed after ``probe_every`` chain steps (not at
+        once: an utterance's first steps are accepted less than its others, by any draft), and
+        every ``4 · probe_every`` chain steps (of every request sharing the estimates) the
+        best-rated tree is probed again, to keep its record current. A probe drafts the tree
+        ``tree_probe`` passes in a row."""
+        rates = {t: self.tree_rate(t) for t in self.trees if len(t) <= limit}
+        rates = {t: r for t, r in rates.items() if self._fits_cap(t, r)}  # those it may draft now
+        if not rates:
+            return g
+        e = self.estimates
+        if e.probing is not None and e.probing[0] in rates:
+            tree, left = e.probing
+            e.probing = (tree, left - 1) if left > 1 else None
+            return tree
+        fresh = [t for t, r in rates.items() if r is None]
+        best = max(rates, key=lambda t: rates[t] or 0.0)
+        if (rates[best] or 0.0) > rate and not fresh:
+            return best
+        e.chain_steps += 1
+        if e.chain_steps >= (1 if fresh else 4) * self.config.probe_every:
+            e.chain_steps = 0
+            tree = fresh[0] if fresh else best
+            e.probing = (tree, self.config.tree_probe - 1) if self.config.tree_probe > 1 else None
+            return tree
         return g
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
+                tree: Hashable | None = None, slots: int = 0) -> None:
         e, w = self.estimates, self.config.smoothing
-        e.verify.add(drafted + 1, verify_s, 1 - w)
+        e.verify.add(slots or drafted + 1, verify_s, 1 - w)
         e.commit.add(accepted + 1, commit_s, 1 - w)
+        if tree is not None:  # a tree's record; the chain's acceptance by position is another matter
+            est = e.trees.setdefault(tree, TreeEstimate())
+            keep = 1 - self.config.fade
+            est.steps, est.passes = keep * est.steps + accepted + 1, keep * est.passes + 1
+            if self.draft_cost and drafted:
+                ratio = draft_s / drafted / self.draft_cost
+                est.draft_ratio = ratio if est.draft_ratio is None else (1 - w) * est.draft_ratio + w * ratio
+            return
         if drafted == 0:
             return
         per_step = draft_s / drafted

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from voicespec.engine.config import DecodeConfig
-from voicespec.engine.controller import ControllerMemory
+from voicespec.engine.controller import ControllerMemory, DynamicTree
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, Pass, StepLM
@@ -49,6 +49,8 @@ class _Step:
     drafted_tokens: int
     accepted_tokens: int
     gamma: int  # what the controller chose (the tree's depth)
+    tree: Any = None  # a tree step: the tree as configured or chosen (a static one's branching)
+    slots: int = 0  # a tree step: the slots its pass verified
 
 
 class SpecDecoder:
@@ -89,7 +91,7 @@ class Generation:
         self.layout = layout
         self.config = config
         self.policy = TokenPolicy(layout, config.sampling)
-        self.controller = config.make_controller(decoder.memory)
+        self.controller = config.make_controller(decoder.memory, trees=getattr(decoder.drafter, "drafts_trees", False))
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
         # The fine stage draws from its own stream, so its codes depend only on the verified coarse
         # codes, not on how many draws verification made (same frames with speculation on or off).
@@ -108,6 +110,7 @@ class Generation:
         self.length = self.n_prompt
         self._drafter = decoder.drafter
         self.tree = TreeShape(config.tree) if isinstance(config.tree, tuple) else config.tree
+        self._shapes: dict[tuple[int, ...], TreeShape] = {}  # trees the controller chose
         if self.tree is not None and not getattr(self._drafter, "drafts_trees", False):
             name = getattr(self._drafter, "name", "none")
             raise ValueError(f"drafter {name!r} does not draft trees (the feature drafter does)")
@@ -176,9 +179,14 @@ class Generation:
         t0 = time.perf_counter()
         remaining = self.config.max_steps - (self.length - self.n_prompt)
         if self.tree is not None and remaining > self.tree.depth:
-            step = yield from self._tree_step()
+            step = yield from self._tree_step(self.tree)
         else:
-            step = yield from self._chain_step(remaining)
+            plan = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
+            if isinstance(plan, tuple):
+                shape = self._shapes.get(plan) or self._shapes.setdefault(plan, TreeShape(plan))
+                step = yield from self._tree_step(shape)
+            else:
+                step = yield from self._chain_step(plan)
         verdict, work = step.verdict, step.work
 
         old = self.length
@@ -203,7 +211,8 @@ class Generation:
         # after another it costs per frame whatever γ is; as one batch, about once per pass.
         draft_s = step.t_drafted - t0
         pass_s = time.perf_counter() - step.t_drafted - commit_s
-        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s, commit_s)
+        self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s, commit_s,
+                                step.tree, step.slots)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt
@@ -217,9 +226,8 @@ class Generation:
             s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
 
-    def _chain_step(self, remaining: int) -> Generator[Work, Any, _Step]:
-        """Draft γ steps in a chain and verify them (γ from the controller; 0 is plain decoding)."""
-        gamma = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
+    def _chain_step(self, gamma: int) -> Generator[Work, Any, _Step]:
+        """Draft ``gamma`` steps in a chain and verify them (0 is plain decoding)."""
         draft = self._draft(gamma)
         n_draft = draft.steps.shape[0]
         t1 = time.perf_counter()
@@ -232,14 +240,14 @@ class Generation:
         verify_s = work.seconds + time.perf_counter() - t2  # the pass at this batch size, plus the verdict
         return _Step(verdict, work, t1, verify_s, n_draft, draft.steps.numel(), verdict.accepted_tokens, gamma)
 
-    def _tree_step(self) -> Generator[Work, Any, _Step]:
-        """Draft a tree (the configured shape, or one grown for this step) and verify every node
-        in one pass (:mod:`voicespec.engine.tree`); the accepted path's keys, values and hidden
-        states are then moved into place."""
+    def _tree_step(self, spec: TreeShape | DynamicTree) -> Generator[Work, Any, _Step]:
+        """Draft a tree (a static shape, or one grown for this step) and verify every node in one
+        pass (:mod:`voicespec.engine.tree`); the accepted path's keys, values and hidden states
+        are then moved into place."""
         start = self.length - 1  # the pending step's position: the root
         ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
                            self._features())
-        draft = self.draft_session.propose_tree(ctx, self.tree)
+        draft = self.draft_session.propose_tree(ctx, spec)
         tree = draft.tree
         t1 = time.perf_counter()
         if self.target.length != start:
@@ -256,7 +264,9 @@ class Generation:
         self._fine_from = 0
         verify_s = work.seconds + time.perf_counter() - t2
         m = verdict.accepted_steps
-        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, tree.depth, tree.nodes, m, tree.depth)
+        key = spec.branching if isinstance(spec, TreeShape) else spec
+        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, tree.depth, tree.nodes, m, tree.depth,
+                     key, tree.nodes + 1)
 
     def close(self) -> None:
         """Give back the sessions' cache rows (also done when the generation is collected)."""

@@ -11,6 +11,8 @@ over at any step; plain decoding competes through γ = 0.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, CostLine
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import Prompt, TokenLayout
@@ -47,12 +49,14 @@ class ChoiceSession:
         self.gamma = self.controllers[self.active].choose(limit)
         return self.gamma
 
-    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0) -> None:
+    def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
+                tree: Hashable | None = None, slots: int = 0) -> None:
         """A drafter asked for steps that proposed none (n-gram without a match) is scored as one
-        rejected step at what the attempt cost, so it cannot keep its optimistic prior."""
+        rejected step at what the attempt cost, so it cannot keep its optimistic prior. (It
+        chooses no trees: ``tree`` is for a request that fixed one.)"""
         if drafted == 0 and self.gamma > 0:
             drafted = 1
-        self.controllers[self.active].observe(drafted, accepted, draft_s, verify_s, commit_s)
+        self.controllers[self.active].observe(drafted, accepted, draft_s, verify_s, commit_s, tree, slots)
 
     def propose(self, ctx: DraftContext, gamma: int) -> Draft:
         return self.sessions[self.active].propose(ctx, gamma)
