@@ -452,11 +452,14 @@ def test_a_tree_that_commits_more_per_pass_wins_over_the_chain():
     tree = (2, 2, 1, 1)
     cfg = ControllerConfig(probe_every=4, tree_probe=3, trees=(tree,))
     ctrl = AdaptiveGamma(cfg, trees=True)
-    plans = drive(ctrl, 80, chain_and_tree(4.6))
+    plans = drive(ctrl, 120, chain_and_tree(4.6))
     first = plans.index(tree)
     assert all(isinstance(p, int) for p in plans[:first]) and first >= cfg.probe_every  # probed after some chain steps
     assert plans[first: first + 3] == [tree] * 3  # a probe is a few passes in a row
-    assert plans[-20:] == [tree] * 20
+    late = plans[-64:]
+    chains = [i for i, p in enumerate(late) if p != tree]
+    # The tree wins; every 16 steps the chain is probed again for 3 passes (a chain step of γ > 0).
+    assert 3 <= len(chains) <= 3 * (64 // 16 + 1) and all(late[i] > 0 for i in chains)
     est = ctrl.estimates.trees[tree]
     assert 4.0 < est.mean_steps(0.0, 0.0) <= 5.0 and 0.9 < est.draft_ratio < 1.1
 

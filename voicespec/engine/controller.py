@@ -155,6 +155,9 @@ def best_gamma(
     return best
 
 
+CHAIN = "chain"  # a probe of the chain while a tree wins
+
+
 class Controller(Protocol):
     def choose(self, limit: int) -> int | tuple[int, ...]:
         """γ for the next step, at most ``limit``, or a static tree (children per depth) no deeper."""
@@ -250,8 +253,8 @@ class Estimates:
     verify: CostLine = field(default_factory=CostLine)  # a pass, by positions verified
     commit: CostLine = field(default_factory=lambda: CostLine("proportional"))  # the fine stage, by committed steps
     trees: dict[Hashable, TreeEstimate] = field(default_factory=dict)  # per tree drafted
-    chain_steps: int = 0  # drafting chain steps since a candidate tree was last drafted
-    probing: tuple[tuple[int, ...], int] | None = None  # a tree being probed and the passes left of its probe
+    since_probe: int = 0  # drafting steps since the last probe of a tree or (while a tree wins) of the chain
+    probing: tuple[Hashable, int] | None = None  # what is being probed (a tree, or CHAIN) and the passes left
 
 
 @dataclass
@@ -386,31 +389,31 @@ class AdaptiveGamma:
 
     def _tree_or(self, g: int, rate: float, limit: int) -> int | tuple[int, ...]:
         """While drafting pays: a tree that promises more steps per second than the best chain is
-        drafted; a candidate never drafted is probed after ``probe_every`` chain steps (not at
-        once: an utterance's first steps are accepted less than its others, by any draft), and
-        every ``4 · probe_every`` chain steps (of every request sharing the estimates) the
-        best-rated tree is probed again, to keep its record current. A probe drafts the tree
-        ``tree_probe`` passes in a row."""
+        drafted, else the chain; a candidate never drafted is probed after ``probe_every`` steps
+        (not at once: an utterance's first steps are accepted less than its others, by any
+        draft), and every ``4 · probe_every`` steps (of every request sharing the estimates) the
+        one not in use — the best tree, or the chain while a tree wins — is probed, to keep its
+        record current (and the verify line's slope, which one pass size alone cannot give).
+        A probe drafts ``tree_probe`` passes in a row."""
         rates = {t: self.tree_rate(t) for t in self.trees if len(t) <= limit}
         rates = {t: r for t, r in rates.items() if self._fits_cap(t, r)}  # those it may draft now
         if not rates:
             return g
         e = self.estimates
-        if e.probing is not None and e.probing[0] in rates:
-            tree, left = e.probing
-            e.probing = (tree, left - 1) if left > 1 else None
-            return tree
+        if e.probing is not None and (e.probing[0] == CHAIN or e.probing[0] in rates):
+            plan, left = e.probing
+            e.probing = (plan, left - 1) if left > 1 else None
+            return g if plan == CHAIN else plan
         fresh = [t for t, r in rates.items() if r is None]
         best = max(rates, key=lambda t: rates[t] or 0.0)
-        if (rates[best] or 0.0) > rate and not fresh:
-            return best
-        e.chain_steps += 1
-        if e.chain_steps >= (1 if fresh else 4) * self.config.probe_every:
-            e.chain_steps = 0
-            tree = fresh[0] if fresh else best
-            e.probing = (tree, self.config.tree_probe - 1) if self.config.tree_probe > 1 else None
-            return tree
-        return g
+        tree_wins = not fresh and (rates[best] or 0.0) > rate
+        e.since_probe += 1
+        if e.since_probe >= (1 if fresh else 4) * self.config.probe_every:
+            e.since_probe = 0
+            other = fresh[0] if fresh else CHAIN if tree_wins else best
+            e.probing = (other, self.config.tree_probe - 1) if self.config.tree_probe > 1 else None
+            return g if other == CHAIN else other
+        return best if tree_wins else g
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
                 tree: Hashable | None = None, slots: int = 0) -> None:
