@@ -486,6 +486,11 @@ def test_a_tree_is_never_deeper_than_the_limit_nor_past_the_time_cap():
                            estimates=ctrl.estimates, trees=True)
     assert ctrl.tree_rate(tree) > 0 and capped.tree_rate(tree) == 0.0  # its pass costs more than 12.5 ms
     assert all(p != tree for p in [capped.choose(8) for _ in range(5)])
+    # In a batched pass a tree widens every row to its slots: trees are for a request decoding alone.
+    ctrl.observe(4, 2, 0.004, 0.011, slots=14, batch=2)
+    assert all(isinstance(ctrl.choose(8), int) for _ in range(10))
+    ctrl.observe(4, 2, 0.004, 0.011, batch=1)
+    assert tree in [ctrl.choose(8) for _ in range(5)]
 
 
 def test_one_unlucky_tree_pass_does_not_rule_the_tree_out():

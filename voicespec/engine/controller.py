@@ -163,10 +163,11 @@ class Controller(Protocol):
         """γ for the next step, at most ``limit``, or a static tree (children per depth) no deeper."""
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
-                tree: Hashable | None = None, slots: int = 0) -> None:
+                tree: Hashable | None = None, slots: int = 0, batch: int = 1) -> None:
         """Feed back one step: steps drafted/accepted whole and the measured times (``commit_s``:
-        the work done for the steps it committed, apart from the pass). A tree step names its
-        ``tree`` (what it was chosen as) and the ``slots`` its pass verified; ``drafted`` is its depth."""
+        the work done for the steps it committed, apart from the pass); ``slots``: the positions
+        the pass ran per row (its width in a batch; 0: ``drafted + 1``); ``batch``: the sessions in
+        it. A tree step names its ``tree`` (what it was chosen as); ``drafted`` is its depth."""
 
 
 @dataclass
@@ -181,7 +182,7 @@ class FixedGamma:
         return min(self.gamma, limit)
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
-                tree: Hashable | None = None, slots: int = 0) -> None:
+                tree: Hashable | None = None, slots: int = 0, batch: int = 1) -> None:
         pass
 
 
@@ -298,6 +299,7 @@ class AdaptiveGamma:
         if verify is not None:
             self.estimates.verify = verify
         self.trees = c.trees if trees else ()  # the candidate trees (the drafter drafts trees)
+        self.batch = 1  # sessions in this request's last pass
         self.off_steps = 0
 
     @property
@@ -395,6 +397,8 @@ class AdaptiveGamma:
         one not in use — the best tree, or the chain while a tree wins — is probed, to keep its
         record current (and the verify line's slope, which one pass size alone cannot give).
         A probe drafts ``tree_probe`` passes in a row."""
+        if self.batch > 1:  # a tree widens every row of a batched pass to its slots: at batch 1 only
+            return g
         rates = {t: self.tree_rate(t) for t in self.trees if len(t) <= limit}
         rates = {t: r for t, r in rates.items() if self._fits_cap(t, r)}  # those it may draft now
         if not rates:
@@ -416,8 +420,9 @@ class AdaptiveGamma:
         return best if tree_wins else g
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
-                tree: Hashable | None = None, slots: int = 0) -> None:
+                tree: Hashable | None = None, slots: int = 0, batch: int = 1) -> None:
         e, w = self.estimates, self.config.smoothing
+        self.batch = batch
         e.verify.add(slots or drafted + 1, verify_s, 1 - w)
         e.commit.add(accepted + 1, commit_s, 1 - w)
         if tree is not None:  # a tree's record; the chain's acceptance by position is another matter

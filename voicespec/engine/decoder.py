@@ -50,7 +50,6 @@ class _Step:
     accepted_tokens: int
     gamma: int  # what the controller chose (the tree's depth)
     tree: Any = None  # a tree step: the tree as configured or chosen (a static one's branching)
-    slots: int = 0  # a tree step: the slots its pass verified
 
 
 class SpecDecoder:
@@ -211,8 +210,10 @@ class Generation:
         # after another it costs per frame whatever γ is; as one batch, about once per pass.
         draft_s = step.t_drafted - t0
         pass_s = time.perf_counter() - step.t_drafted - commit_s
+        # The pass is priced by its width (its longest block: every row is padded to it), so in a
+        # batch a tree that widens every row's pass is charged for it, and so is a chain beside one.
         self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s, commit_s,
-                                step.tree, step.slots)
+                                step.tree, work.width, work.batch)
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt
@@ -265,8 +266,7 @@ class Generation:
         verify_s = work.seconds + time.perf_counter() - t2
         m = verdict.accepted_steps
         key = spec.branching if isinstance(spec, TreeShape) else spec
-        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, tree.depth, tree.nodes, m, tree.depth,
-                     key, tree.nodes + 1)
+        return _Step(Verdict(verdict.steps, m, m), work, t1, verify_s, tree.depth, tree.nodes, m, tree.depth, key)
 
     def close(self) -> None:
         """Give back the sessions' cache rows (also done when the generation is collected)."""

@@ -139,13 +139,15 @@ def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor], trees: 
 @dataclass(eq=False)
 class Pass(Work):
     """A target pass over ``steps [T, G]`` of ``session``; the result is its logits ``[T, G, V]``.
-    ``seconds`` is set to the time of the (batched) call that ran it and ``batch`` to the sessions
-    in it: the cost of a verify pass at the batch size it ran in, which the γ controller learns."""
+    ``seconds`` is set to the time of the (batched) call that ran it, ``batch`` to the sessions in
+    it and ``width`` to its longest block (every row is padded to it): the cost of a verify pass
+    at the batch size and width it ran at, which the γ controller learns."""
 
     session: LMSession
     steps: torch.Tensor
     seconds: float = 0.0
     batch: int = 1
+    width: int = 0
     tree: Any = None  # a TreeShape when ``steps`` is a draft tree (root first)
 
     @classmethod
@@ -153,6 +155,7 @@ class Pass(Work):
         t = time.perf_counter()
         logits = forward_batch([w.session for w in works], [w.steps for w in works], [w.tree for w in works])
         dt = time.perf_counter() - t
+        width = max(w.steps.shape[0] for w in works)
         for w in works:
-            w.seconds, w.batch = dt, len(works)
+            w.seconds, w.batch, w.width = dt, len(works), width
         return logits

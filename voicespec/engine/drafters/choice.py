@@ -50,13 +50,13 @@ class ChoiceSession:
         return self.gamma
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
-                tree: Hashable | None = None, slots: int = 0) -> None:
+                tree: Hashable | None = None, slots: int = 0, batch: int = 1) -> None:
         """A drafter asked for steps that proposed none (n-gram without a match) is scored as one
         rejected step at what the attempt cost, so it cannot keep its optimistic prior. (It
         chooses no trees: ``tree`` is for a request that fixed one.)"""
         if drafted == 0 and self.gamma > 0:
             drafted = 1
-        self.controllers[self.active].observe(drafted, accepted, draft_s, verify_s, commit_s, tree, slots)
+        self.controllers[self.active].observe(drafted, accepted, draft_s, verify_s, commit_s, tree, slots, batch)
 
     def propose(self, ctx: DraftContext, gamma: int) -> Draft:
         return self.sessions[self.active].propose(ctx, gamma)
