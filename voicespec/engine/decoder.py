@@ -219,6 +219,7 @@ class Generation:
         s.generated_steps = self.length - self.n_prompt
         s.frames = self.assembler.emitted
         s.gammas.append(step.gamma)
+        s.tree_passes += step.tree is not None
         s.record_draft(step.drafted, verdict.accepted_steps, step.drafted_tokens, step.accepted_tokens)
         s.draft_s += draft_s
         s.verify_s += step.verify_s

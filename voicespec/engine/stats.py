@@ -29,7 +29,8 @@ class DecodeStats:
     accepted_tokens: int = 0
     per_position_drafted: list[int] = field(default_factory=list)
     per_position_accepted: list[int] = field(default_factory=list)
-    gammas: list[int] = field(default_factory=list)
+    gammas: list[int] = field(default_factory=list)  # per pass: γ, or a tree's depth
+    tree_passes: int = 0  # passes that verified a draft tree
     prefill_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0

@@ -211,7 +211,8 @@ class Session:
             "drafter": job.stream.options.drafter,
             "gamma": decode.gamma,
             "gamma_mean": round(sum(gammas) / len(gammas), 3) if gammas else 0.0,
-            "gamma_counts": counts,
+            "gamma_counts": counts,  # a tree pass counts under its depth
+            "tree_passes": d.tree_passes,
             "latency_budget_ms": None if cap is None else round(cap * 1000, 3),
             "finish_reason": d.finish_reason,
         }
