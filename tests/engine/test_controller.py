@@ -485,8 +485,11 @@ def test_a_tree_is_never_deeper_than_the_limit_nor_past_the_time_cap():
     capped = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1, trees=(tree,), time_cap_s=0.0125),
                            estimates=ctrl.estimates, trees=True)
     assert ctrl.tree_rate(tree) > 0 and capped.tree_rate(tree) == 0.0  # its pass costs more than 12.5 ms
+    capped.observe(2, 1, 0.002, 0.0105, batch=1)  # alone, so only the cap keeps the tree out
     assert all(p != tree for p in [capped.choose(8) for _ in range(5)])
-    # In a batched pass a tree widens every row to its slots: trees are for a request decoding alone.
+    # Before its first pass a request is not known to decode alone; in a batched pass a tree
+    # widens every row to its slots: trees are for a request decoding alone.
+    assert isinstance(AdaptiveGamma(ctrl.config, estimates=ctrl.estimates, trees=True).choose(8), int)
     ctrl.observe(4, 2, 0.004, 0.011, slots=14, batch=2)
     assert all(isinstance(ctrl.choose(8), int) for _ in range(10))
     ctrl.observe(4, 2, 0.004, 0.011, batch=1)

@@ -18,6 +18,7 @@ from voicespec.engine.drafters import FeatureDrafter, MedusaDrafter
 from voicespec.engine.drafters.base import DraftContext
 from voicespec.engine.tree import DraftTree, TreeShape, verify_tree_greedy, verify_tree_sampling
 from voicespec.options import parse_tree
+from voicespec.pipeline.synthesis import request_options
 from voicespec.pipeline.tiny import tiny_codec_lm, tiny_draft_heads
 
 
@@ -166,6 +167,29 @@ def test_greedy_trees_equal_plain_decoding_and_leave_the_committed_prefix(coarse
     holder.close()
 
 
+@pytest.mark.parametrize("tree", [(2, 1), DynamicTree(6, 3, 2)], ids=str)
+def test_greedy_trees_under_a_repetition_penalty_equal_plain_decoding(coarse, tree):
+    """The penalty reads each node's own path, in the draft as in the verify pass."""
+    target, drafter, prompt = coarse
+    greedy = SamplingConfig(temperature=0, repetition_penalty=1.5, repetition_window=4)
+    plain = SpecDecoder(target).generate(prompt, DecodeConfig(greedy, gamma=0, max_steps=30))
+    plain.run()
+    gen = SpecDecoder(target, drafter).generate(prompt, DecodeConfig(greedy, tree=tree, max_steps=30))
+    gen.run()
+    assert torch.equal(gen.generated, plain.generated)
+    assert gen.stats.accepted > 0, "no tree was accepted: nothing tested"
+
+
+def test_the_api_takes_a_tree_as_text(tiny_voice):
+    options = request_options(tiny_voice, tree="dynamic:8", temperature=0)
+    assert options.decode.tree == DynamicTree(8, 6, 4)
+    assert request_options(tiny_voice, tree="2,1").decode.tree == (2, 1) == request_options(tiny_voice, tree=[2, 1]).decode.tree
+    with pytest.raises(ValueError, match="greedy"):
+        request_options(tiny_voice, tree="dynamic", temperature=0.7)
+    with pytest.raises(ValueError, match="tree"):
+        request_options(tiny_voice, tree="two")
+
+
 def _context_after_a_step(coarse, sampling):
     """A draft context as the decoder builds it, one step into a decode (so with features)."""
     target, drafter, prompt = coarse
@@ -249,8 +273,10 @@ def test_the_controller_drafts_trees_where_they_pay_and_changes_no_token(coarse)
         assert torch.equal(gen.run(), plain)
     record = gen.controller.estimates.trees[(2, 1)]
     assert record.passes >= 3, "the tree was never drafted: nothing tested"
-    # A request that fixes its own tree, or a drafter that drafts none, is not offered the candidates.
+    # A request that fixes its own tree, or accepts LOSSY (a rule for chains), is not offered the candidates.
     assert not decoder.generate(prompt, DecodeConfig(greedy, gamma="auto", tree=(3,), controller=config.controller)).controller.trees
+    lossy = SamplingConfig(temperature=0, lossy_top_k=2)
+    assert not decoder.generate(prompt, DecodeConfig(lossy, gamma="auto", controller=config.controller)).controller.trees
 
 
 def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):

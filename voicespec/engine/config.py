@@ -96,8 +96,8 @@ class DecodeConfig:
         """γ's controller for one request; with ``memory``, an adaptive one starts from (and adds to)
         what earlier requests with this sampling setting measured. ``trees``: the drafter drafts
         trees, so an adaptive controller also weighs the candidate trees of ``controller``
-        (unless this request fixed its own tree)."""
+        (unless this request fixed its own tree, or accepts LOSSY, a rule for chains)."""
         if self.gamma != "auto":
             return FixedGamma(int(self.gamma))
         return AdaptiveGamma(self.controller, estimates=None if memory is None else memory.estimates(self.sampling),
-                             trees=trees and self.tree is None)
+                             trees=trees and self.tree is None and not self.sampling.lossy_top_k)

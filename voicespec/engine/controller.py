@@ -299,7 +299,7 @@ class AdaptiveGamma:
         if verify is not None:
             self.estimates.verify = verify
         self.trees = c.trees if trees else ()  # the candidate trees (the drafter drafts trees)
-        self.batch = 1  # sessions in this request's last pass
+        self.batch = 0  # sessions in this request's last pass (0: no pass yet, so not known to be alone)
         self.off_steps = 0
 
     @property
@@ -397,7 +397,7 @@ class AdaptiveGamma:
         one not in use — the best tree, or the chain while a tree wins — is probed, to keep its
         record current (and the verify line's slope, which one pass size alone cannot give).
         A probe drafts ``tree_probe`` passes in a row."""
-        if self.batch > 1:  # a tree widens every row of a batched pass to its slots: at batch 1 only
+        if self.batch != 1:  # a tree widens every row of a batched pass to its slots: alone only
             return g
         rates = {t: self.tree_rate(t) for t in self.trees if len(t) <= limit}
         rates = {t: r for t, r in rates.items() if self._fits_cap(t, r)}  # those it may draft now

@@ -160,8 +160,9 @@ class FeatureDrafter:
         drafted: list[tuple[float, int, int, int]] = []  # (-log path prob, depth, parent's index or -1, token)
         f, steps = ctx.features[None], ctx.history[-1:]  # the frontier: hidden states [n, D], steps [n, G]
         states, scores, ids = [ctx.state], torch.zeros(1), [-1]
+        paths = [ctx.generated] if ctx.policy.sampling.uses_history else None  # for a repetition penalty
         for d in range(spec.depth):
-            f, warped = self._expand(ctx, f, steps, d, states, None)
+            f, warped = self._expand(ctx, f, steps, d, states, paths)
             logp, tok = warped.log_softmax(-1).topk(k, -1)  # [n, k]
             cand = (scores[:, None] + logp).flatten()  # [n * k]
             done = torch.tensor([layout.is_done(s) for s in states]).repeat_interleave(k)
@@ -179,6 +180,8 @@ class FeatureDrafter:
             rows = keep // k
             f, steps, scores = f[rows], tok[keep].view(-1, 1), cand[keep]
             states = [layout.advance(states[int(r)], steps[i]) for i, r in enumerate(rows)]
+            if paths is not None:
+                paths = [torch.cat([paths[int(r)], steps[i: i + 1]]) for i, r in enumerate(rows)]
             ids = [base + int(j) for j in keep]
         order = sorted((i for i, n in enumerate(drafted) if n[0] < float("inf")), key=lambda i: drafted[i][:2])[: spec.nodes]
         order.sort(key=lambda i: (drafted[i][1], i))  # parents first
