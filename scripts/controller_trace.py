@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, expected_steps, step_cost
+from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, ControllerMemory, expected_steps, step_cost
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.work import drive_batch
 from voicespec.pipeline.voice import load_voice
@@ -36,14 +36,12 @@ sampling = voice.sampling if args.mode == "sampling" else SamplingConfig(tempera
 texts = [line.strip() for line in Path("samples/prompts.txt").read_text().splitlines() if line.strip()]
 prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
 prompts = (prompts * -(-args.batch // len(prompts)))[: max(args.batch, len(prompts))]
-memories = {"auto": voice.controller_memory(args.drafter), "auto-notree": None}
+memories = {"auto": voice.controller_memory(args.drafter), "auto-notree": ControllerMemory()}
 for r in range(args.rounds):
     for spec in args.gammas.split(","):
         gamma = spec if spec.startswith("auto") else int(spec)
         controller = ControllerConfig(trees=()) if spec == "auto-notree" else ControllerConfig()
-        if spec == "auto-notree" and memories[spec] is None:
-            memories[spec] = SpecDecoder(voice.target, drafter).memory
-        decoder = SpecDecoder(voice.target, drafter, memory=memories.get(spec) or memories["auto"])
+        decoder = SpecDecoder(voice.target, drafter, memory=memories.get(spec))
         chosen, passes, steps, trees, t0 = collections.Counter(), [], 0, 0, time.perf_counter()
         for first in range(0, len(prompts), args.batch):
             gens = [decoder.generate(p, DecodeConfig(sampling, gamma="auto" if spec.startswith("auto") else gamma, seed=first + i,

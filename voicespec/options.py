@@ -11,7 +11,7 @@ from typing import Any
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.config import SamplingConfig
-from voicespec.engine.controller import TreeSpec, check_branching, check_gamma, check_tree
+from voicespec.engine.controller import DynamicTree, TreeSpec, check_branching, check_gamma
 
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)  # output rates a request may ask for
 SPEED_RANGE = (0.5, 2.0)  # speaking speed relative to the voice's own (durations divided by it)
@@ -52,7 +52,7 @@ def parse_tree(text: str) -> TreeSpec:
     """A draft tree as typed on a command line: children per depth, ``"2,2,1"`` (or ``2x2x1``), or
     a dynamic one, ``"dynamic[:NODES[:DEPTH[:TOP_K]]]"`` (greedy only)."""
     if text.strip().startswith("dynamic"):
-        return check_tree(text)
+        return DynamicTree.parse(text)
     parts = [x.strip() for x in text.replace("x", ",").split(",")]
     try:
         return check_branching(tuple(int(x) for x in parts))

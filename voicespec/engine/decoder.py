@@ -21,7 +21,7 @@ from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, Pass, StepLM
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.stats import DecodeStats
-from voicespec.engine.tree import TreeShape, verify_tree_greedy, verify_tree_sampling
+from voicespec.engine.tree import TreeShape, static_tree, verify_tree_greedy, verify_tree_sampling
 from voicespec.engine.verify import Verdict, verify_greedy, verify_lossy_top_k, verify_sampling
 from voicespec.engine.work import Work, drive, drive_batch
 
@@ -108,8 +108,7 @@ class Generation:
         self._buf[: self.n_prompt] = prompt.steps
         self.length = self.n_prompt
         self._drafter = decoder.drafter
-        self.tree = TreeShape(config.tree) if isinstance(config.tree, tuple) else config.tree
-        self._shapes: dict[tuple[int, ...], TreeShape] = {}  # trees the controller chose
+        self.tree = static_tree(config.tree) if isinstance(config.tree, tuple) else config.tree
         if self.tree is not None and not getattr(self._drafter, "drafts_trees", False):
             name = getattr(self._drafter, "name", "none")
             raise ValueError(f"drafter {name!r} does not draft trees (the feature drafter does)")
@@ -182,8 +181,7 @@ class Generation:
         else:
             plan = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0
             if isinstance(plan, tuple):
-                shape = self._shapes.get(plan) or self._shapes.setdefault(plan, TreeShape(plan))
-                step = yield from self._tree_step(shape)
+                step = yield from self._tree_step(static_tree(plan))
             else:
                 step = yield from self._chain_step(plan)
         verdict, work = step.verdict, step.work

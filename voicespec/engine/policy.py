@@ -49,7 +49,10 @@ class TokenPolicy:
         ``i`` in ``states[i]`` after ``generated[i]`` (read only by a repetition penalty: None
         without one). The nodes of a draft tree: one mask per distinct state, one warp."""
         masks: dict[LayoutState, torch.Tensor] = {}
-        mask = torch.stack([masks[s] if s in masks else masks.setdefault(s, self.layout.mask(s)) for s in states])
+        for s in states:
+            if s not in masks:
+                masks[s] = self.layout.mask(s)
+        mask = torch.stack([masks[s] for s in states])
         recent = None
         if self.sampling.uses_history:
             if generated is None:

@@ -20,7 +20,7 @@ Exactness (pure functions, one token per step, ``G = 1``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import torch
 
@@ -95,6 +95,13 @@ class TreeShape(DraftTree):
 
     def __str__(self) -> str:
         return ",".join(map(str, self.branching))
+
+
+@lru_cache(maxsize=64)
+def static_tree(branching: tuple[int, ...]) -> TreeShape:
+    """The :class:`TreeShape` of ``branching``, made once (its ancestor mask and depths with it)
+    for every request that drafts it."""
+    return TreeShape(branching)
 
 
 @dataclass(frozen=True)
