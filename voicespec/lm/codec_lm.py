@@ -143,40 +143,43 @@ class FineStage(nn.Module):
         return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
 
     def generate(self, h: list[torch.Tensor], coarse: list[torch.Tensor], prev: torch.Tensor,
-                 pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor]) -> list[torch.Tensor]:
+                 pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor],
+                 linear: Callable[[nn.Linear, torch.Tensor], torch.Tensor] = nn.Linear.__call__) -> list[torch.Tensor]:
         """Frames ``[K, n_b]`` for each of B sessions, from its hidden states ``h[b] [n_b, D]`` and
         coarse codes ``coarse[b] [n_b]``, in order, after its previous frame ``prev[b]`` (``prev
         [B, K]``; C where there is none). ``pick(logits [R, C], frames, k)`` maps the logits of
         codebook ``k`` of R frames to ids ``[R]``; ``frames[r]`` = (session, frame index) of row r.
         With ``reads_prev`` frame ``j`` of every session that has one is one batched row, frame
-        after frame; without, every frame of every session is a row of one batch."""
+        after frame; without, every frame of every session is a row of one batch. ``linear(module,
+        x)`` applies a linear map (e.g. :class:`~voicespec.lm.linear.Linears`)."""
         n = [c.shape[0] for c in coarse]
         if not self.reads_prev:
-            col = self._complete(self.inp(torch.cat(h)), torch.cat(coarse).to(prev.device),
-                                 [(b, j) for b, m in enumerate(n) for j in range(m)], pick)
+            col = self._complete(linear(self.inp, torch.cat(h)), torch.cat(coarse).to(prev.device),
+                                 [(b, j) for b, m in enumerate(n) for j in range(m)], pick, linear)
             return list(col.split(n, dim=1))
         device = prev.device
         frames = [torch.empty(self.K, m, dtype=torch.long, device=device) for m in n]
-        base = self.inp(torch.cat(h)).split(n)  # [n_b, W] each
+        base = linear(self.inp, torch.cat(h)).split(n)  # [n_b, W] each
         offsets = torch.arange(self.K, device=device) * (self.C + 1)
         prev = prev.clone()
         for j in range(max(n, default=0)):
             rows = [b for b, m in enumerate(n) if m > j]
             x = torch.stack([base[b][j] for b in rows]) + self.prev(prev[rows] + offsets).sum(1)  # [R, W]
-            col = self._complete(x, torch.stack([coarse[b][j] for b in rows]).to(device), [(b, j) for b in rows], pick)
+            col = self._complete(x, torch.stack([coarse[b][j] for b in rows]).to(device), [(b, j) for b in rows], pick, linear)
             for i, b in enumerate(rows):
                 frames[b][:, j] = col[:, i]
             prev[rows] = col.T
         return frames
 
     def _complete(self, x: torch.Tensor, coarse: torch.Tensor, frames: list[tuple[int, int]],
-                  pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor]) -> torch.Tensor:
+                  pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor],
+                  linear: Callable[[nn.Linear, torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """Codes ``[K, R]`` of R frames from their base inputs ``x [R, W]`` and coarse codes ``[R]``."""
         col = torch.empty(self.K, x.shape[0], dtype=torch.long, device=x.device)
         col[0] = coarse
-        for k, mlp in enumerate(self.depth, start=1):
+        for k, (norm, up, act, out) in enumerate(self.depth, start=1):
             x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
-            col[k] = pick(mlp(x), frames, k).to(x.device)
+            col[k] = pick(linear(out, act(linear(up, norm(x)))), frames, k).to(x.device)
         return col
 
 
@@ -351,7 +354,7 @@ class CodecLMSession(LMSession):
     @classmethod
     def readout_batch(cls, sessions: list[CodecLMSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
         model = sessions[0].model
-        logits = model.heads(hidden).view(*hidden.shape[:2], model.n_codebooks, model.head_vocab)  # [B, T, G, V]
+        logits = sessions[0].stack.linears(model.heads, hidden).view(*hidden.shape[:2], model.n_codebooks, model.head_vocab)  # [B, T, G, V]
         for i, (s, n) in enumerate(zip(sessions, counts)):
             s.hidden = hidden[i, :n]  # stays on the device: the fine stage's and feature drafters' input
         logits = logits.float().cpu()  # one transfer per pass: verification runs on the host
@@ -407,7 +410,8 @@ class FineWork(Work):
 
             frames = model.fine.generate(  # on the model's device; picks on the host
                 [w.session.hidden[w.first: w.first + m] for w, m in zip(group, n)], [w.coarse for w in group],
-                torch.stack([w.session.prev for w in group]).to(model.device), pick)
+                torch.stack([w.session.prev for w in group]).to(model.device), pick,
+                group[0].session.stack.linears if group[0].session.stack is not None else nn.Linear.__call__)
             for i, w, f in zip(idx, group, frames):
                 f = f.cpu()
                 if f.shape[1]:

@@ -55,7 +55,8 @@ class HFSession(LMSession):
 
     @classmethod
     def readout_batch(cls, sessions: list[HFSession], hidden: torch.Tensor, counts: list[int]) -> list[torch.Tensor]:
-        logits = sessions[0].model.get_output_embeddings()(hidden).unsqueeze(2).float().cpu()  # [B, T, 1, V], on the host
+        head = sessions[0].model.get_output_embeddings()
+        logits = sessions[0].stack.linears(head, hidden).unsqueeze(2).float().cpu()  # [B, T, 1, V], on the host
         return [logits[i, :n] for i, n in enumerate(counts)]
 
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:

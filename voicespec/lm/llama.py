@@ -1,7 +1,8 @@
 """A plain-torch forward of a ``transformers`` Llama backbone over a :class:`~voicespec.engine.kv_cache.KVCache`.
 
-The weights are the HF model's own modules (no copy): its norms, MLPs and rotary embedding are
-called as they are, and only attention is ours, reading keys and values from the cache rows by
+The weights are the HF model's own modules (no copy): its norms and rotary embedding are called
+as they are, its linear maps through :class:`~voicespec.lm.linear.Linears` (the faster CPU kernel
+for a verify pass's rows), and attention is ours, reading keys and values from the cache rows by
 position. So any HF Llama folder decodes here, a batch of rows of different lengths takes one
 pass, and the output equals the HF forward within float tolerance (``tests/lm/test_llama.py``
 checks it against ``transformers`` as the oracle).
@@ -17,6 +18,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from typing import Any
 
 from voicespec.engine.kv_cache import KVCache
+from voicespec.lm.linear import Linears
 
 
 class LlamaStack:
@@ -29,6 +31,7 @@ class LlamaStack:
         self.kv_heads = c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.layers = len(backbone.layers)
+        self.linears = Linears()  # the backbone's linear maps, on the faster CPU kernel for a pass's rows
         self._pool: KVCache | None = None
 
     def new_cache(self, rows: int = 1, capacity: int = 256) -> KVCache:
@@ -99,20 +102,21 @@ class LlamaStack:
                 rope[b, :n] = s0 + tree.depths.to(device)
                 mask[b, 0, :n, s0: s0 + n] = tree.ancestors.to(device)
         cos, sin = self.backbone.rotary_emb(embeds, rope)
-        h = embeds
+        h, lin = embeds, self.linears
         for i, layer in enumerate(self.backbone.layers[:n_layers]):
-            attn = layer.self_attn
+            attn, mlp = layer.self_attn, layer.mlp
             x = layer.input_layernorm(h)
-            q = attn.q_proj(x).view(S, T, self.heads, self.head_dim).transpose(1, 2)
-            k = attn.k_proj(x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = attn.v_proj(x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            q = lin(attn.q_proj, x).view(S, T, self.heads, self.head_dim).transpose(1, 2)
+            k = lin(attn.k_proj, x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = lin(attn.v_proj, x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
             cache.write(i, lo, start, k, v, pos)
             K, V = cache.read(i, lo, lo + S, upto)
             out = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, scale=attn.scaling,
                                                  enable_gqa=self.kv_heads != self.heads)
-            h = h + attn.o_proj(out.transpose(1, 2).reshape(S, T, -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = h + lin(attn.o_proj, out.transpose(1, 2).reshape(S, T, -1))
+            x = layer.post_attention_layernorm(h)
+            h = h + lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
         if commit:
             for r, (s, n) in enumerate(zip(start, counts), start=lo):
                 cache.lengths[r] = s + n

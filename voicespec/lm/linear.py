@@ -1,0 +1,53 @@
+"""Linear maps for the target's runtime forward, with the CPU kernel chosen by shape.
+
+A verify pass multiplies a handful of rows (the pending step and the drafts: 2–21) by every weight
+matrix. On the CPU PyTorch's default kernel (MKL's sgemm) is tuned for one row or for many: on the
+2-core AMD EPYC, a 4-layer 256-wide target's pass over 15 rows cost 1.6–2.0× a one-row pass, most
+of it in ``aten::mm``. oneDNN's kernel over a weight reordered once into its blocked layout (what
+``torch.compile`` with freezing does) costs 1.2–1.35× for 15–21 rows and the same as MKL for one.
+So a verify pass gets cheaper against the plain step it replaces, which is what speculation buys.
+
+One row keeps the default kernel: plain decoding's numbers do not change. Weights are the model's
+own; the reordered copy is made on first use and made again if the weight is changed in place or
+replaced (its ``_version`` or storage moves). Anything but float32 inference on the CPU (a GPU, a
+dtype, autograd) takes ``F.linear``, so training code may call through it unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+MIN_ROWS = 2  # fewer rows take F.linear (measured equal at one row; see the module docstring)
+
+
+def _oneDNN() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise") \
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+
+
+class Linears:
+    """``linears(module, x)``: ``module(x)`` for an ``nn.Linear`` (``x [..., in] -> [..., out]``),
+    on the faster CPU kernel for ``x``'s row count. One per model: it keeps each weight's reordered copy."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled and _oneDNN()
+        self._packed: dict[int, tuple[tuple, torch.Tensor]] = {}
+
+    def __call__(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        w = module.weight
+        rows = x.numel() // x.shape[-1]
+        if (not self.enabled or rows < MIN_ROWS or x.device.type != "cpu" or x.dtype != torch.float32
+                or w.dtype != torch.float32 or (torch.is_grad_enabled() and (w.requires_grad or x.requires_grad))):
+            return F.linear(x, w, module.bias)
+        y = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, x.shape[-1]), self._weight(w), module.bias, "none", [], "")
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+    def _weight(self, w: torch.Tensor) -> torch.Tensor:
+        key = (w.data_ptr(), w._version, tuple(w.shape))
+        hit = self._packed.get(id(w))
+        if hit is None or hit[0] != key:
+            hit = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach(), None))
+            self._packed[id(w)] = hit
+        return hit[1]
