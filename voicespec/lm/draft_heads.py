@@ -106,15 +106,21 @@ class DraftHeads(PreTrainedModel):
 
 
 class Int8Block:
-    """:class:`DraftHeads`' feature block with int8 copies of ``W1`` and ``W2`` (the norms stay float)."""
+    """:class:`DraftHeads`' feature block with int8 copies of ``W1`` and ``W2``. The two norms'
+    gains are folded into ``W1``'s columns and both inputs are normalised by one call: two
+    ``nn.RMSNorm`` calls and a concatenation cost ~50 µs on the 2-core CPU, a fifth of a drafted step."""
 
     def __init__(self, heads: DraftHeads) -> None:
-        self.inputs = heads.inputs
-        self.w1 = Int8Linear(heads.w1[0].T, heads.b1[0])
+        gains = torch.cat([heads.norm_f.weight, heads.norm_e.weight]).detach()  # [2D]
+        self.eps = heads.norm_f.eps
+        self.w1 = Int8Linear(heads.w1[0].T * gains, heads.b1[0])
         self.w2 = Int8Linear(heads.w2[0].T, heads.b2[0])
 
     def __call__(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        return f + self.w2(F.silu(self.w1(self.inputs(f, e))))
+        """``f, e [N, D]`` -> ``[N, D]``."""
+        x = torch.stack([f, e], 1)  # [N, 2, D]
+        x = F.rms_norm(x, x.shape[-1:], eps=self.eps).flatten(1)  # [N, 2D]: [norm(f); norm(e)] without gains
+        return f + self.w2(F.silu(self.w1(x)))
 
 
 AutoConfig.register(DraftHeadsConfig.model_type, DraftHeadsConfig)
