@@ -39,8 +39,9 @@ class BenchConfig:
     batch_sizes: tuple[int, ...] = (1, 4, 16, 64)  # sessions on the batched engine, no sockets (bench/batching.py)
     latency_budget_ms: float | None = None
     plots: bool = True
-    # torch intra-op threads (0: torch's default). One decoding sequence of a small model gains
-    # little from more, and on a shared machine extra threads only add contention and noise.
+    # torch intra-op threads (0: torch's default, all cores, which serve and synth use). One keeps
+    # a shared machine's figures steady; a verify pass's matrix products do gain from a second
+    # core (README, "Drafters"), so speculation measures higher at 0 or 2 on 2 cores.
     threads: int = 1
     device: str = "auto"  # where the voice runs (options.DEVICE_HELP)
     dtype: str = "float32"
