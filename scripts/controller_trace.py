@@ -5,7 +5,7 @@ adaptive run the fitted costs, the rate it expects for each γ and each candidat
 The controller's memory is shared across the runs, as a server keeps it. ``--batch N`` decodes the
 sentences N at a time as one batch (a server's decode worker under load). Run it alone on the
 machine: ``python scripts/controller_trace.py [--gammas auto,4,3,auto] [--rounds 1] [--mode
-sampling] [--batch 1]``; ``auto-notree`` is the adaptive controller with no candidate trees."""
+sampling] [--batch 1] [--threads 1]``; ``auto-notree`` is the adaptive controller with no candidate trees."""
 
 import argparse
 import collections
@@ -27,9 +27,10 @@ parser.add_argument("--rounds", type=int, default=1)
 parser.add_argument("--mode", choices=["sampling", "greedy"], default="sampling")
 parser.add_argument("--drafter", default="feature")
 parser.add_argument("--batch", type=int, default=1, help="sentences decoded together as one batch")
+parser.add_argument("--threads", type=int, default=1, help="torch threads")
 args = parser.parse_args()
 
-torch.set_num_threads(1)
+torch.set_num_threads(args.threads)
 voice = load_voice(None)
 drafter = voice.drafter(args.drafter)
 sampling = voice.sampling if args.mode == "sampling" else SamplingConfig(temperature=0)
