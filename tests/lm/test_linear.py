@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.lm.linear import Linears, _oneDNN
+from voicespec.lm.linear import Linears, _oneDNN, cpu_kernel
 
 pytestmark = pytest.mark.skipif(not _oneDNN(), reason="this torch build has no oneDNN linear")
 
@@ -59,3 +59,13 @@ def test_weight_changed_in_place_or_replaced_is_reordered_again():
     assert torch.allclose(lin(layer, x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
     layer.weight = nn.Parameter(torch.randn(48, 64), requires_grad=False)  # replaced
     assert torch.allclose(lin(layer, x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+
+
+def test_the_environment_chooses_the_kernel(monkeypatch):
+    monkeypatch.setenv("VOICESPEC_CPU_LINEAR", "default")
+    assert cpu_kernel() == "default" and not Linears().enabled
+    monkeypatch.setenv("VOICESPEC_CPU_LINEAR", "oneDNN")
+    assert cpu_kernel() == "onednn" and Linears().enabled
+    monkeypatch.setenv("VOICESPEC_CPU_LINEAR", "mkl")
+    with pytest.raises(ValueError, match="VOICESPEC_CPU_LINEAR must be one of"):
+        Linears()

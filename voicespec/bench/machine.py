@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from voicespec.lm.linear import cpu_kernel
 from voicespec.paths import REPO_ROOT
 
 PACKAGES = ("voicespec", "torch", "transformers", "numpy", "websockets", "matplotlib")
@@ -47,6 +48,7 @@ def environment() -> dict[str, Any]:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "torch_threads": torch.get_num_threads(),
+        "cpu_linear": cpu_kernel(),  # the kernel of a verify pass's products on the CPU (voicespec.lm.linear)
         "cuda": torch.cuda.is_available(),
         "packages": {name: _version(name) for name in PACKAGES},
         "git": _git(),

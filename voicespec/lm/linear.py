@@ -11,15 +11,20 @@ One row keeps the default kernel: plain decoding's numbers do not change. Weight
 own; the reordered copy is made on first use and made again if the weight is changed in place or
 replaced (its ``_version`` or storage moves). Anything but float32 inference on the CPU (a GPU, a
 dtype, autograd) takes ``F.linear``, so training code may call through it unchanged.
+``VOICESPEC_CPU_LINEAR=default`` keeps every product on ``F.linear`` (a CPU where oneDNN's kernel
+is not the faster one, or an A/B); ``voicespec bench`` reports which kernel ran.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 MIN_ROWS = 2  # fewer rows take F.linear (measured equal at one row; see the module docstring)
+KERNELS = ("onednn", "default")
 
 
 def _oneDNN() -> bool:
@@ -27,12 +32,22 @@ def _oneDNN() -> bool:
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
+def cpu_kernel() -> str:
+    """The kernel multi-row CPU products take: ``VOICESPEC_CPU_LINEAR`` (default ``onednn``),
+    ``default`` where this torch build has no oneDNN linear."""
+    choice = os.environ.get("VOICESPEC_CPU_LINEAR", "onednn").strip().lower()
+    if choice not in KERNELS:
+        raise ValueError(f"VOICESPEC_CPU_LINEAR must be one of {KERNELS}, got {choice!r}")
+    return choice if _oneDNN() else "default"
+
+
 class Linears:
     """``linears(module, x)``: ``module(x)`` for an ``nn.Linear`` (``x [..., in] -> [..., out]``),
     on the faster CPU kernel for ``x``'s row count. One per model: it keeps each weight's reordered copy."""
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled and _oneDNN()
+    def __init__(self, enabled: bool | None = None) -> None:
+        """``enabled``: None follows :func:`cpu_kernel`."""
+        self.enabled = (cpu_kernel() == "onednn") if enabled is None else enabled and _oneDNN()
         self._packed: dict[int, tuple[tuple, torch.Tensor]] = {}
 
     def __call__(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
