@@ -236,7 +236,7 @@ class DelayLayout:
         end = state.end_frame
         if end is None and int(step[0]) == self.eos_id:
             end = state.steps
-        return replace(state, steps=state.steps + 1, end_frame=end)
+        return LayoutState(state.steps + 1, end, state.n_frames)  # not dataclasses.replace: 3x its cost, per drafted node
 
     def is_done(self, state: LayoutState) -> bool:
         end = state.end_frame

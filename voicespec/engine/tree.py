@@ -120,15 +120,15 @@ class TreeVerdict:
 def verify_tree_greedy(shape: DraftTree, tokens: torch.Tensor, logits: torch.Tensor) -> TreeVerdict:
     """``tokens [1 + nodes]`` (slot 0: the pending step's token); ``logits [1 + nodes, V]``: the
     target's warped logits after each slot."""
-    best = logits.argmax(-1)
+    best, toks = logits.argmax(-1).tolist(), tokens.tolist()  # the walk reads ints, not tensor elements
     path, slot = [], 0
     while True:
-        match = [c for c in shape.children(slot) if tokens[c] == best[slot]]
+        match = [c for c in shape.children(slot) if toks[c] == best[slot]]
         if not match:
             break
         slot = match[0]
         path.append(slot)
-    return TreeVerdict(path, torch.cat([tokens[path], best[slot: slot + 1]]).view(-1, 1))
+    return TreeVerdict(path, torch.tensor([*(toks[c] for c in path), best[slot]], dtype=tokens.dtype).view(-1, 1))
 
 
 def verify_tree_sampling(shape: DraftTree, tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor,

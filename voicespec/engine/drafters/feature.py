@@ -135,13 +135,12 @@ class FeatureDrafter:
                 q.append(policy.probs(warped))
                 picks = children_of(q[-1], b, ctx.generator)
             last = d + 1 == shape.depth
-            nxt = []
-            for t, row in zip(level, picks):
-                for tok in row:
-                    step = tok.view(1)
-                    tokens.append(step)
-                    nxt.append(len(tokens) - 1)
-                    if not last:
+            nxt = list(range(len(tokens), len(tokens) + picks.numel()))  # the new slots, parents' order
+            steps = picks.reshape(-1, 1)  # [n * b, G]
+            tokens.extend(steps)
+            if not last:
+                for i, t in enumerate(level):
+                    for step in steps[i * b: (i + 1) * b]:
                         states.append(layout.advance(states[t], step))
                         if paths is not None:
                             paths.append(torch.cat([paths[t], step[None]]))
