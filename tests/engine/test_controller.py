@@ -496,6 +496,24 @@ def test_a_tree_is_never_deeper_than_the_limit_nor_past_the_time_cap():
     assert tree in [ctrl.choose(8) for _ in range(5)]
 
 
+def test_the_tree_or_chain_in_use_keeps_its_place_within_the_switch_margin():
+    """Rates within ``switch_margin`` of each other do not swap the tree and the chain (their
+    noisy estimates crossed back and forth); a clear lead does, either way."""
+    tree = (2, 2, 1, 1)
+    ctrl = AdaptiveGamma(ControllerConfig(probe_every=1000, tree_probe=1, trees=(tree,), switch_margin=0.05), trees=True)
+    drive(ctrl, 20, chain_and_tree(4.6))  # measured: the tree's record exists, no probe is due
+    ctrl.estimates.probing, ctrl.estimates.since_probe = None, 0
+    ctrl.best = lambda limit: (4, 100.0)  # the best chain: γ=4 at 100 steps/s
+    cases = [(True, 97.0, tree), (True, 94.0, 4), (False, 104.0, 4), (False, 106.0, tree)]  # (tree in use, tree's rate, choice)
+    for in_use, tree_rate, expected in cases:
+        ctrl.estimates.tree_in_use = in_use
+        ctrl.tree_rate = lambda t, r=tree_rate: r
+        assert ctrl.choose(8) == expected, (in_use, tree_rate)
+        assert ctrl.estimates.tree_in_use == (expected == tree)
+    with pytest.raises(ValueError, match="switch_margin"):
+        ControllerConfig(switch_margin=1.0)
+
+
 def test_one_unlucky_tree_pass_does_not_rule_the_tree_out():
     est = TreeEstimate()
     est.steps, est.passes = 1.0, 1.0

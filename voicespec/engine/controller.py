@@ -200,9 +200,16 @@ class ControllerConfig:
     # (measured on the shipped voice: 2,2,1,1 beats the chain in greedy, not in sampling).
     trees: tuple[tuple[int, ...], ...] = ((2, 2, 1, 1),)
     tree_probe: int = 6  # passes a tree is drafted in a row when (re)measured: one pass is too noisy a sample
+    # A tree and the chain swap only when the other promises this fraction more steps per second:
+    # their rates come from noisy timings, and where they were close they crossed back and forth
+    # (measured at 2 threads: 5-20 % of passes sent to the chain besides its probes, while the
+    # tree was drafted at an expected 15 % more).
+    switch_margin: float = 0.05
 
     def __post_init__(self) -> None:
         self.trees = tuple(check_branching(t) for t in self.trees)
+        if not 0 <= self.switch_margin < 1:
+            raise ValueError(f"switch_margin must be in [0, 1), got {self.switch_margin}")
 
 
 @dataclass
@@ -256,6 +263,7 @@ class Estimates:
     trees: dict[Hashable, TreeEstimate] = field(default_factory=dict)  # per tree drafted
     since_probe: int = 0  # drafting steps since the last probe of a tree or (while a tree wins) of the chain
     probing: tuple[Hashable, int] | None = None  # what is being probed (a tree, or CHAIN) and the passes left
+    tree_in_use: bool = False  # whether the last choice outside a probe was a tree (ControllerConfig.switch_margin)
 
 
 @dataclass
@@ -391,7 +399,8 @@ class AdaptiveGamma:
 
     def _tree_or(self, g: int, rate: float, limit: int) -> int | tuple[int, ...]:
         """While drafting pays: a tree that promises more steps per second than the best chain is
-        drafted, else the chain; a candidate never drafted is probed after ``probe_every`` steps
+        drafted, else the chain (the one in use keeps its place until the other promises
+        ``switch_margin`` more); a candidate never drafted is probed after ``probe_every`` steps
         (not at once: an utterance's first steps are accepted less than its others, by any
         draft), and every ``4 · probe_every`` steps (of every request sharing the estimates) the
         one not in use — the best tree, or the chain while a tree wins — is probed, to keep its
@@ -410,7 +419,8 @@ class AdaptiveGamma:
             return g if plan == CHAIN else plan
         fresh = [t for t, r in rates.items() if r is None]
         best = max(rates, key=lambda t: rates[t] or 0.0)
-        tree_wins = not fresh and (rates[best] or 0.0) > rate
+        edge = 1 - self.config.switch_margin if e.tree_in_use else 1 + self.config.switch_margin
+        tree_wins = e.tree_in_use = not fresh and (rates[best] or 0.0) > rate * edge
         e.since_probe += 1
         if e.since_probe >= (1 if fresh else 4) * self.config.probe_every:
             e.since_probe = 0
