@@ -40,12 +40,12 @@ prompts = (prompts * -(-args.batch // len(prompts)))[: max(args.batch, len(promp
 memories = {"auto": voice.controller_memory(args.drafter), "auto-notree": ControllerMemory()}
 for r in range(args.rounds):
     for spec in args.gammas.split(","):
-        gamma = spec if spec.startswith("auto") else int(spec)
+        gamma = "auto" if spec.startswith("auto") else int(spec)
         controller = ControllerConfig(trees=()) if spec == "auto-notree" else ControllerConfig()
         decoder = SpecDecoder(voice.target, drafter, memory=memories.get(spec))
         chosen, passes, steps, trees, t0 = collections.Counter(), [], 0, 0, time.perf_counter()
         for first in range(0, len(prompts), args.batch):
-            gens = [decoder.generate(p, DecodeConfig(sampling, gamma="auto" if spec.startswith("auto") else gamma, seed=first + i,
+            gens = [decoder.generate(p, DecodeConfig(sampling, gamma=gamma, seed=first + i,
                                                      max_steps=2000, controller=controller))
                     for i, p in enumerate(prompts[first: first + args.batch])]
             drive_batch([g.decode() for g in gens])
