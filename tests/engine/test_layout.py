@@ -123,3 +123,19 @@ def test_masks_forbid_eos_early_and_force_it_at_the_track_end():
     fixed = layout.mask(LayoutState(steps=3, n_frames=3))  # a frame-aligned track of 3 frames
     assert fixed[0, layout.eos_id] and not fixed[0, :4].any()
     assert layout.mask(LayoutState(steps=4, end_frame=3))[0].nonzero().flatten().tolist() == [layout.pad_id]
+
+
+def test_coarse_masks_are_built_once_per_kind_and_stay_right():
+    """The coarse layout hands out one shared mask per kind of step (a tree pass asks for one per
+    node); each is still exactly the rule, and states of one kind share the same tensor."""
+    layout = CoarseFirstLayout(n_codebooks=2, codebook_size=4, min_frames=2)
+    rule = {  # state -> legal ids
+        LayoutState(steps=0): [0, 1, 2, 3], LayoutState(steps=5): [0, 1, 2, 3, layout.eos_id],
+        LayoutState(steps=1, n_frames=3): [0, 1, 2, 3], LayoutState(steps=3, n_frames=3): [layout.eos_id],
+        LayoutState(steps=4, n_frames=3): [], LayoutState(steps=4, end_frame=2): [layout.pad_id],
+    }
+    for state, legal in rule.items():
+        assert layout.mask(state)[0].nonzero().flatten().tolist() == legal, state
+    assert layout.mask(LayoutState(steps=7)) is layout.mask(LayoutState(steps=9))
+    other = CoarseFirstLayout(n_codebooks=2, codebook_size=4, min_frames=8)  # another layout: its own masks
+    assert not other.mask(LayoutState(steps=5))[0, other.eos_id]

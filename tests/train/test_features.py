@@ -5,6 +5,7 @@ registry with greedy output equal to plain decoding."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,10 @@ from voicespec.engine.decoder import SpecDecoder
 from voicespec.pipeline.tiny import build_tiny_voice
 from voicespec.pipeline.voice import Voice
 from voicespec.train.configs import LMTrainConfig
-from voicespec.train.features import SAMPLES, sample_corpus, ship_heads, train_heads
+from voicespec.train.data import split_of
+from voicespec.train.features import (
+    SAMPLES, corpus_examples, prepared_examples, sample_corpus, ship_heads, train_heads,
+)
 
 
 def _prepared(run: Path, voice: Voice) -> None:
@@ -33,11 +37,12 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
     _prepared(tmp_path / "run", voice)
     out = tmp_path / "feat"
     quiet = {"log": lambda *a, **k: None}
-    samples = sample_corpus(voice_dir, tmp_path / "run", out, 4, batch=3, **quiet)
+    examples = prepared_examples(tmp_path / "run")
+    samples = sample_corpus(voice_dir, examples, out, 4, batch=3, **quiet)
     assert len(samples) == 4 and [s["split"] for s in samples] == ["heldout", "heldout", "train", "train"]
     assert all(s["steps"].ndim == 1 and s["steps"][-1] == voice.target.layout.eos_id for s in samples)
     before = (out / SAMPLES).stat().st_mtime_ns
-    assert len(sample_corpus(voice_dir, tmp_path / "run", out, 4, batch=3, **quiet)) == 4  # resumed: nothing redone
+    assert len(sample_corpus(voice_dir, examples, out, 4, batch=3, **quiet)) == 4  # resumed: nothing redone
     assert (out / SAMPLES).stat().st_mtime_ns == before
 
     for kind, depth in (("feature", 3), ("medusa", 2)):
@@ -47,10 +52,24 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
                               LMTrainConfig(minutes=5, max_steps=3, eval_every_steps=1, log_every_steps=1, device="cpu",
                                             batch_steps=200), **quiet)
         assert resumed == folder
-        info = __import__("json").loads((folder / "config.json").read_text())["voicespec_info"]
+        info = json.loads((folder / "config.json").read_text())["voicespec_info"]
         assert info["steps"] == 3 and len(info["heldout_acceptance"]["sampling"]) == depth
         ship_heads(folder, voice_dir / "drafters" / kind, f"voicespec train features --kind {kind}")
         assert "## Held-out metrics" in (voice_dir / "drafters" / kind / "MODEL_CARD.md").read_text()
+
+    # More distillation from the shipped heads, in a fresh run folder: the first record is their own
+    # held-out acceptance (the baseline), the export says where it started, and a misfit is refused.
+    shipped = voice_dir / "drafters" / "feature"
+    lines = []
+    config = LMTrainConfig(minutes=5, max_steps=1, eval_every_steps=1, log_every_steps=1, device="cpu", batch_steps=200)
+    more = train_heads(out, voice_dir / "target", out / "more_run", "feature", 3, 32, 0.8, 5, config, log=lines.append,
+                       init=shipped)
+    first = json.loads(lines[1])
+    assert first["step"] == 0 and first["init"] == str(shipped)
+    assert first["heldout"] == json.loads((shipped / "config.json").read_text())["voicespec_info"]["heldout_acceptance"]
+    assert json.loads((more / "config.json").read_text())["voicespec_info"]["init"] == str(shipped)
+    with pytest.raises(ValueError, match="cannot continue as feature heads of width 64"):
+        train_heads(out, voice_dir / "target", out / "misfit_run", "feature", 3, 64, 0.8, 5, config, init=shipped, **quiet)
 
     voice = Voice.load(voice_dir)
     assert {"feature", "medusa", "auto"} <= set(voice.drafter_names)
@@ -61,3 +80,15 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
                         ("auto", {"gamma": "auto"})):
         config = DecodeConfig(greedy.sampling, max_steps=greedy.max_steps, **extra)
         assert torch.equal(SpecDecoder(voice.target, voice.drafter(name)).generate(prompt, config).run(), plain), name
+
+
+def test_corpus_prompts_need_no_teacher(tmp_path):
+    """Prompts from the corpus grammar through the voice's front end: deterministic by seed,
+    split by utterance id like the teacher corpus, the held-out ones first."""
+    voice = Voice.load(build_tiny_voice(tmp_path / "voice", layout="coarse"))
+    examples = corpus_examples(voice, 120, seed=3)
+    assert examples == corpus_examples(voice, 120, seed=3) and examples != corpus_examples(voice, 120, seed=4)
+    splits = [e["split"] for e in examples]
+    assert "heldout" in splits and "train" in splits
+    assert splits == sorted(splits)  # "heldout" < "train": held-out first
+    assert all(e["split"] == split_of(e["id"].split(".")[0]) and e["ids"] for e in examples)

@@ -110,8 +110,11 @@ def add_draft_args(p: argparse.ArgumentParser) -> None:
 
 def add_features_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--voice", required=True, help="voice folder whose target the heads read (models/voicespec-tiny)")
-    p.add_argument("--run", required=True, help="the target's run folder (its prepared.pt holds the prompts)")
+    p.add_argument("--run", help="the target's run folder (its prepared.pt holds the prompts); "
+                                 "default: prompts from the corpus grammar (--corpus-seed), no teacher needed")
+    p.add_argument("--corpus-seed", type=int, default=11, help="seed of the corpus grammar for prompts without --run")
     p.add_argument("--out", required=True, help="run folder: OUT/samples.pt (the target's samples), OUT/KIND_run/")
+    p.add_argument("--init", help="heads folder to start from (e.g. VOICE/drafters/feature): more distillation on new samples")
     p.add_argument("--kind", choices=("feature", "medusa"), default="feature",
                    help="feature: one block applied recurrently (EAGLE-style); medusa: one head per draft position")
     p.add_argument("--depth", type=int, default=5, help="draft positions trained (medusa: its heads)")

@@ -12,6 +12,7 @@ immutable :class:`LayoutState`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -316,15 +317,12 @@ class CoarseFirstLayout:
         return Prompt(text=ids, steps=torch.full((1, 1), self.bos_id), track=track)
 
     def mask(self, state: LayoutState) -> torch.Tensor:
-        m = torch.zeros(1, self.vocab_size, dtype=torch.bool)
+        """``[1, V]``, shared and read-only: a step's mask is one of four (ended; codes and/or EOS
+        legal), and a tree pass asks for one per node, so each is built once per layout."""
         t, end, n = state.steps, state.end_frame, state.n_frames
         if end is not None:
-            m[0, self.pad_id] = True
-            return m
-        m[0, : self.codebook_size] = n is None or t < n
-        if t == n if n is not None else t >= self.min_frames:
-            m[0, self.eos_id] = True
-        return m
+            return _coarse_mask(self, True, False, False)
+        return _coarse_mask(self, False, n is None or t < n, t == n if n is not None else t >= self.min_frames)
 
     def frame_codes(self, generated: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """Coarse codes ``[1, stop-start]`` (the fine stage adds codebooks 1..K-1)."""
@@ -353,6 +351,16 @@ def layout_from_dict(d: dict[str, Any]) -> TokenLayout:
     if kind == "coarse":
         return CoarseFirstLayout(**d)
     raise ValueError(f"unknown token layout kind {kind!r} (expected 'flat', 'delay' or 'coarse')")
+
+
+@lru_cache(maxsize=64)
+def _coarse_mask(layout: CoarseFirstLayout, ended: bool, codes: bool, eos: bool) -> torch.Tensor:
+    """:meth:`CoarseFirstLayout.mask` by what it depends on (see there)."""
+    m = torch.zeros(1, layout.vocab_size, dtype=torch.bool)
+    m[0, layout.pad_id] = ended
+    m[0, : layout.codebook_size] = codes
+    m[0, layout.eos_id] = eos
+    return m
 
 
 def masks_along(layout: TokenLayout, state: LayoutState, steps: torch.Tensor) -> torch.Tensor:

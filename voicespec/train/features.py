@@ -31,24 +31,41 @@ from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
 from voicespec.pipeline.voice import Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 from voicespec.train.configs import LMTrainConfig
+from voicespec.train.corpus import build_corpus
+from voicespec.train.data import split_of
 from voicespec.train.speak import speak
 
 SAMPLES = "samples.pt"
 
 
-def sample_corpus(voice_dir: Path, run_dir: Path, out_dir: Path, n: int, batch: int = 48, seed: int = 0,
-                  log=print) -> list[dict[str, Any]]:
+def prepared_examples(run_dir: Path) -> list[dict[str, Any]]:
+    """The prompts of a target's run folder (``RUN/prepared.pt``: its teacher corpus), every
+    held-out one first: ``{"id", "ids", "split"}`` each."""
+    examples = torch.load(run_dir / "prepared.pt", weights_only=False)["examples"]
+    return [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
+
+
+def corpus_examples(voice: Voice, n: int, seed: int) -> list[dict[str, Any]]:
+    """Prompts without the teacher corpus: the sentences of ``n`` utterances of the project's
+    corpus grammar (:mod:`voicespec.train.corpus`, seed ``seed``) through the voice's own front
+    end, split by utterance id as the teacher corpus is (:func:`~voicespec.train.data.split_of`),
+    every held-out one first."""
+    examples = [{"id": f"{s.id}.{j}", "ids": list(ids), "split": split_of(s.id)}
+                for s in build_corpus(n, seed) for j, (_, ids) in enumerate(voice.frontend.sentences(s.text))]
+    return [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
+
+
+def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: Path, n: int, batch: int = 48,
+                  seed: int = 0, log=print) -> list[dict[str, Any]]:
     """The target's own samples (plain decoding, the voice's sampling settings, seed ``seed + i``)
-    for the first ``n`` prompts of ``run_dir``'s prepared corpus, in batches of ``batch`` decoded
-    together. Each item: ``ids``, ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse
-    codes, EOS last) and ``split``. Resumes from ``OUT/samples.pt``."""
+    for the first ``n`` of ``examples`` (``{"id", "ids", "split"}``: :func:`prepared_examples` or
+    :func:`corpus_examples`), in batches of ``batch`` decoded together. Each item: ``ids``,
+    ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse codes, EOS last) and ``split``.
+    Resumes from ``OUT/samples.pt``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / SAMPLES
     done: list[dict[str, Any]] = torch.load(path, weights_only=False) if path.exists() else []
-    examples = torch.load(run_dir / "prepared.pt", weights_only=False)["examples"]
-    # Every held-out utterance, and training ones up to n in all.
-    chosen = [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
-    chosen = chosen[:n]
+    chosen = list(examples[:n])
     voice = Voice.load(voice_dir)
     layout = voice.target.layout
     t0 = time.perf_counter()
@@ -183,9 +200,11 @@ def acceptance(heads: DraftHeads, target: CodecLM, feats: Features, depth: int, 
 
 
 def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, depth: int, width: int,
-                temperature: float, top_k: int, config: LMTrainConfig, log=print) -> Path:
+                temperature: float, top_k: int, config: LMTrainConfig, log=print, init: Path | None = None) -> Path:
     """Distil ``kind`` heads (``feature`` or ``medusa``) for the target in ``target_dir`` on the
-    samples in ``samples_dir``; export ``OUT/<kind>``."""
+    samples in ``samples_dir``; export ``OUT/<kind>``. ``init``: heads to start from (exported or
+    shipped, of this kind and width): more distillation on new samples without the old ones; the
+    first evaluation is theirs, the baseline. A checkpoint in ``out_dir`` still wins (resume)."""
     run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
     target = CodecLM.from_pretrained(str(target_dir)).eval().to(run.device)
     for p in target.parameters():
@@ -196,11 +215,23 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     log(f"{len(train)} training and {len(heldout)} held-out sampled utterances")
     cfg = DraftHeadsConfig(kind=kind, hidden_size=target.config.hidden_size, width=width,
                            n_heads=depth if kind == "medusa" else 1, distill_temperature=temperature)
-    heads = DraftHeads(cfg).to(run.device)
+    if init is not None:
+        heads = DraftHeads.from_pretrained(str(init))
+        c = heads.config
+        if (c.kind, c.hidden_size, c.width, c.n_heads) != (cfg.kind, cfg.hidden_size, cfg.width, cfg.n_heads):
+            raise ValueError(f"--init {init}: {c.kind} heads of width {c.width} ({c.n_heads} heads, hidden "
+                             f"{c.hidden_size}) cannot continue as {cfg.kind} heads of width {cfg.width} "
+                             f"({cfg.n_heads} heads, hidden {cfg.hidden_size})")
+        heads = heads.to(run.device)
+        heads.config.voicespec_info = {}
+    else:
+        heads = DraftHeads(cfg).to(run.device)
     opt = torch.optim.AdamW(heads.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run.attach(heads, opt, lambda: {"model_config": heads.config.to_dict(), "train_config": asdict(config)})
     per_batch = min(len(train), max(1, config.batch_steps // int(train.lengths.float().mean())))
     order: list[int] = []
+    if init is not None and run.step == 0:
+        run.record({"step": 0, "init": str(init), "heldout": acceptance(heads.eval(), target, heldout, depth, temperature, top_k)})
     heads.train()
     while run.trained_s < config.minutes * 60 and not (config.max_steps and run.step >= config.max_steps):
         t0 = time.perf_counter()
@@ -225,6 +256,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     path = out_dir / kind
     heads.config.voicespec_info = {
         "recipe": f"voicespec train features --kind {kind}", "target": str(target_dir), "steps": run.step,
+        **({"init": str(init)} if init is not None else {}),
         "trained_minutes": round(run.trained_s / 60, 1), "hardware": hardware(run.device),
         "train_config": asdict(config), "parameters": heads.num_parameters(),
         "samples": f"{len(train)} utterances sampled from the target (temperature {temperature}, top-k {top_k})",
@@ -262,13 +294,16 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
 
 def run_features(args: argparse.Namespace) -> int:
     voice = Path(args.voice)
-    sample_corpus(voice, Path(args.run), Path(args.out), args.utterances, args.batch, args.seed)
+    examples = (prepared_examples(Path(args.run)) if args.run
+                else corpus_examples(Voice.load(voice), args.utterances, args.corpus_seed))
+    sample_corpus(voice, examples, Path(args.out), args.utterances, args.batch, args.seed)
     sampling = Voice.load(voice).sampling
     config = LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr, seed=args.seed,
                            threads=args.threads, max_steps=args.max_steps, device=args.device,
                            eval_every_steps=args.eval_every)
     folder = train_heads(Path(args.out), voice / "target", Path(args.out) / f"{args.kind}_run", args.kind, args.depth,
-                         args.width, sampling.temperature or 1.0, sampling.top_k, config)
+                         args.width, sampling.temperature or 1.0, sampling.top_k, config,
+                         init=Path(args.init) if args.init else None)
     print(f"exported {folder}")
     if args.ship:
         print(f"shipped {ship_heads(folder, voice / 'drafters' / args.kind, args.command or 'voicespec train features')}")
