@@ -207,7 +207,7 @@ def _path_probs(drafter, ctx, path_steps):
             if j:
                 state = ctx.policy.layout.advance(state, step)
                 generated = torch.cat([generated, step[None]])
-        return ctx.policy.warp_one(logits, state, generated)[0, 0]
+        return ctx.policy.warp_rows(logits, [state], [generated])[0, 0]
 
 
 def test_each_tree_node_drafts_what_the_chain_drafter_would_after_its_path(coarse):

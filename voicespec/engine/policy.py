@@ -30,29 +30,24 @@ class TokenPolicy:
         """``raw``: ``[T+1, G, V]`` logits after each prefix of ``block`` (``[T, G]``)."""
         return WarpWork.run([WarpWork(self, raw, state, block, generated)])[0]
 
-    def warp_one(self, raw: torch.Tensor, state: LayoutState, generated: torch.Tensor) -> torch.Tensor:
-        """:meth:`warp` of one position (``raw [1, G, V]`` after ``generated``), without the
-        batching machinery: what a drafter calls once per drafted step, where the per-call
-        overhead is a visible part of the draft's cost."""
-        recent = None
-        if self.sampling.uses_history:
-            recent = recent_tokens(generated, generated[:0], self.sampling.repetition_window)
-        return warp(raw, self.layout.mask(state)[None], self.sampling, recent)
-
     def warp_work(self, raw: torch.Tensor, state: LayoutState, block: torch.Tensor,
                   generated: torch.Tensor) -> WarpWork:
         """:meth:`warp` as a call a scheduler may batch with other sessions' (same sampling)."""
         return WarpWork(self, raw, state, block, generated)
 
     def warp_rows(self, raw: torch.Tensor, states: list[LayoutState], generated: list[torch.Tensor] | None) -> torch.Tensor:
-        """:meth:`warp_one` of ``n`` independent positions as one call: ``raw [n, G, V]``, row
-        ``i`` in ``states[i]`` after ``generated[i]`` (read only by a repetition penalty: None
-        without one). The nodes of a draft tree: one mask per distinct state, one warp."""
-        masks: dict[LayoutState, torch.Tensor] = {}
-        for s in states:
-            if s not in masks:
-                masks[s] = self.layout.mask(s)
-        mask = torch.stack([masks[s] for s in states])
+        """:meth:`warp` of ``n`` independent positions as one call: ``raw [n, G, V]``, row ``i`` in
+        ``states[i]`` after ``generated[i]`` (read only by a repetition penalty: None without
+        one). A drafted step (``n = 1``, the lean path: its cost is part of every draft step's) or
+        the nodes of a draft tree (one mask per distinct state, one warp)."""
+        if len(states) == 1:
+            mask = self.layout.mask(states[0])[None]
+        else:
+            masks: dict[LayoutState, torch.Tensor] = {}
+            for s in states:
+                if s not in masks:
+                    masks[s] = self.layout.mask(s)
+            mask = torch.stack([masks[s] for s in states])
         recent = None
         if self.sampling.uses_history:
             if generated is None:

@@ -98,7 +98,7 @@ def draft_loop(ctx: DraftContext, gamma: int, next_logits: Callable[[int, torch.
     for j in range(gamma):
         if layout.is_done(state):
             break
-        warped = policy.warp_one(next_logits(j, step), state, generated)[0]
+        warped = policy.warp_rows(next_logits(j, step), [state], [generated])[0]
         if greedy:
             step = warped.argmax(-1)
         else:
