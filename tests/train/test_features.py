@@ -44,6 +44,15 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
     before = (out / SAMPLES).stat().st_mtime_ns
     assert len(sample_corpus(voice_dir, examples, out, 4, batch=3, **quiet)) == 4  # resumed: nothing redone
     assert (out / SAMPLES).stat().st_mtime_ns == before
+    assert not any(s["greedy"] for s in samples)
+    # Every other utterance greedy: those are the same whatever the seed, the sampled ones are not.
+    mixed = [sample_corpus(voice_dir, examples, tmp_path / f"mixed{seed}", 4, batch=3, seed=seed, greedy_every=2, **quiet)
+             for seed in (0, 100)]
+    assert [s["greedy"] for s in mixed[0]] == [True, False, True, False]
+    assert all(torch.equal(a["steps"], b["steps"]) for a, b in zip(mixed[0][::2], mixed[1][::2]))
+    assert not all(torch.equal(a["steps"], b["steps"]) for a, b in zip(mixed[0][1::2], mixed[1][1::2]))
+    with pytest.raises(ValueError, match="greedy_every must be an integer >= 0"):
+        sample_corpus(voice_dir, examples, tmp_path / "bad", 4, greedy_every=-1, **quiet)
 
     for kind, depth in (("feature", 3), ("medusa", 2)):
         config = LMTrainConfig(minutes=5, max_steps=2, eval_every_steps=1, log_every_steps=1, device="cpu", batch_steps=200)

@@ -56,12 +56,15 @@ def corpus_examples(voice: Voice, n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: Path, n: int, batch: int = 48,
-                  seed: int = 0, log=print) -> list[dict[str, Any]]:
+                  seed: int = 0, log=print, greedy_every: int = 0) -> list[dict[str, Any]]:
     """The target's own samples (plain decoding, the voice's sampling settings, seed ``seed + i``)
     for the first ``n`` of ``examples`` (``{"id", "ids", "split"}``: :func:`prepared_examples` or
-    :func:`corpus_examples`), in batches of ``batch`` decoded together. Each item: ``ids``,
-    ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse codes, EOS last) and ``split``.
-    Resumes from ``OUT/samples.pt``."""
+    :func:`corpus_examples`), in batches of ``batch`` decoded together; with ``greedy_every`` k,
+    utterance ``i`` is decoded greedily where ``i % k == 0`` (the trajectories greedy decoding
+    drafts along). Each item: ``ids``, ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse
+    codes, EOS last), ``split`` and ``greedy``. Resumes from ``OUT/samples.pt``."""
+    if not (isinstance(greedy_every, int) and greedy_every >= 0):
+        raise ValueError(f"greedy_every must be an integer >= 0 (0: no greedy utterances), got {greedy_every!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / SAMPLES
     done: list[dict[str, Any]] = torch.load(path, weights_only=False) if path.exists() else []
@@ -72,11 +75,12 @@ def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: 
     while len(done) < len(chosen):
         part = chosen[len(done): len(done) + batch]
         prompts = [voice.prompt(e["ids"]) for e in part]
-        frames = speak(voice, prompts, [seed + len(done) + i for i in range(len(part))])
-        for e, p, f in zip(part, prompts, frames):
+        greedy = [bool(greedy_every) and (len(done) + i) % greedy_every == 0 for i in range(len(part))]
+        frames = speak(voice, prompts, [seed + len(done) + i for i in range(len(part))], greedy)
+        for e, p, f, g in zip(part, prompts, frames, greedy):
             steps = layout.steps_for_frames(f)[:, 0]  # coarse codes, EOS appended
             done.append({"id": e["id"], "ids": list(e["ids"]), "track": torch.as_tensor(p.track, dtype=torch.int16),
-                         "steps": steps.to(torch.int16), "split": e["split"]})
+                         "steps": steps.to(torch.int16), "split": e["split"], "greedy": g})
         save_atomic(done, path)
         rate = sum(int(d["steps"].numel()) for d in done) / 50 / (time.perf_counter() - t0)
         log(f"sampled {len(done)}/{len(chosen)} utterances ({rate:.1f} s of audio per s)")
@@ -211,6 +215,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
         p.requires_grad_(False)
     samples = torch.load(Path(samples_dir) / SAMPLES, weights_only=False)
     train = Features(target, [s for s in samples if s["split"] == "train"], run.device)
+    n_greedy = sum(bool(s.get("greedy")) for s in samples if s["split"] == "train")
     heldout = Features(target, [s for s in samples if s["split"] == "heldout"], run.device)
     log(f"{len(train)} training and {len(heldout)} held-out sampled utterances")
     cfg = DraftHeadsConfig(kind=kind, hidden_size=target.config.hidden_size, width=width,
@@ -259,7 +264,8 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
         **({"init": str(init)} if init is not None else {}),
         "trained_minutes": round(run.trained_s / 60, 1), "hardware": hardware(run.device),
         "train_config": asdict(config), "parameters": heads.num_parameters(),
-        "samples": f"{len(train)} utterances sampled from the target (temperature {temperature}, top-k {top_k})",
+        "samples": f"{len(train)} utterances sampled from the target (temperature {temperature}, top-k {top_k}"
+                   + (f"; {n_greedy} of them greedy)" if n_greedy else ")"),
         "heldout_acceptance": acceptance(heads, target, heldout, depth, temperature, top_k),
     }
     heads.save_pretrained(path)
@@ -296,7 +302,7 @@ def run_features(args: argparse.Namespace) -> int:
     voice = Path(args.voice)
     examples = (prepared_examples(Path(args.run)) if args.run
                 else corpus_examples(Voice.load(voice), args.utterances, args.corpus_seed))
-    sample_corpus(voice, examples, Path(args.out), args.utterances, args.batch, args.seed)
+    sample_corpus(voice, examples, Path(args.out), args.utterances, args.batch, args.seed, greedy_every=args.greedy_every)
     sampling = Voice.load(voice).sampling
     config = LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr, seed=args.seed,
                            threads=args.threads, max_steps=args.max_steps, device=args.device,

@@ -14,10 +14,13 @@ from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice
 
 
-def speak(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list[torch.Tensor]:
+def speak(voice: Voice, prompts: list[Prompt], seeds: list[int], greedy: list[bool] | None = None) -> list[torch.Tensor]:
     """Each prompt's frames ``[K, n]``, decoded together (each as it would be alone), prompt ``i``
-    with seed ``seeds[i]``, its steps capped by its frame-aligned track (both recipes' targets
-    have one) or else by the voice's runaway guard for its token count."""
+    with seed ``seeds[i]`` (greedily where ``greedy[i]``), its steps capped by its frame-aligned
+    track (both recipes' targets have one) or else by the voice's runaway guard for its token count."""
     base = DecodeConfig(sampling=voice.sampling, gamma=0)
-    configs = [replace(sentence_config(voice, base, 0, len(p.text), p), seed=s) for p, s in zip(prompts, seeds)]
+    argmax = replace(voice.sampling, temperature=0)
+    configs = [replace(sentence_config(voice, base, 0, len(p.text), p), seed=s,
+                       sampling=argmax if greedy and greedy[i] else voice.sampling)
+               for i, (p, s) in enumerate(zip(prompts, seeds))]
     return SpecDecoder(voice.target).run_batch(prompts, configs)
