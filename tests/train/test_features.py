@@ -13,12 +13,13 @@ import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
+from voicespec.lm.draft_heads import DraftHeads
 from voicespec.pipeline.tiny import build_tiny_voice
 from voicespec.pipeline.voice import Voice
 from voicespec.train.configs import LMTrainConfig
 from voicespec.train.data import split_of
 from voicespec.train.features import (
-    SAMPLES, corpus_examples, prepared_examples, sample_corpus, ship_heads, train_heads,
+    SAMPLES, Features, corpus_examples, distill_loss, prepared_examples, sample_corpus, ship_heads, train_heads,
 )
 
 
@@ -79,6 +80,17 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
     assert json.loads((more / "config.json").read_text())["voicespec_info"]["init"] == str(shipped)
     with pytest.raises(ValueError, match="cannot continue as feature heads of width 64"):
         train_heads(out, voice_dir / "target", out / "misfit_run", "feature", 3, 64, 0.8, 5, config, init=shipped, **quiet)
+
+    # The greedy term: w · -log q(argmax p) on top of the KL, linear in w; recorded in the export.
+    heads, target = DraftHeads.from_pretrained(str(shipped)), voice.target.model
+    feats, idx = Features(target, samples, torch.device("cpu")), torch.arange(len(samples))
+    kl, half, full = (distill_loss(heads, target, feats, idx, 3, 0.8, 5, w)[0].item() for w in (0.0, 0.5, 1.0))
+    assert half > kl and full - kl == pytest.approx(2 * (half - kl), rel=1e-4)
+    greedy = train_heads(out, voice_dir / "target", out / "greedy_run", "feature", 3, 32, 0.8, 5, config, init=shipped,
+                         greedy_weight=0.5, **quiet)
+    assert json.loads((greedy / "config.json").read_text())["voicespec_info"]["greedy_weight"] == 0.5
+    with pytest.raises(ValueError, match="greedy_weight must be a finite number >= 0"):
+        train_heads(out, voice_dir / "target", out / "bad_run", "feature", 3, 32, 0.8, 5, config, greedy_weight=-1, **quiet)
 
     voice = Voice.load(voice_dir)
     assert {"feature", "medusa", "auto"} <= set(voice.drafter_names)

@@ -123,6 +123,8 @@ def add_features_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=48, help="prompts decoded together while sampling")
     p.add_argument("--greedy-every", type=int, default=0,
                    help="decode every k-th prompt greedily (the trajectories greedy decoding drafts along); 0: none")
+    p.add_argument("--greedy-weight", type=float, default=0.0,
+                   help="add this weight times -log q(target's argmax) to the KL: favours greedy agreement (0: off)")
     p.add_argument("--ship", action="store_true", help="copy the result into VOICE/drafters/KIND with a model card")
     p.add_argument("--command", help="the command line, for the model card")
     _budget_args(p, 18.0)

@@ -161,15 +161,20 @@ def _valid_from(feats: Features, idx: torch.Tensor, s: int) -> torch.Tensor:
 
 
 def distill_loss(heads: DraftHeads, target: CodecLM, feats: Features, idx: torch.Tensor, depth: int,
-                 temperature: float, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean ``KL(p || q)`` over drafted positions (and its value per position ``[depth]``)."""
+                 temperature: float, top_k: int, greedy_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean ``KL(p || q)`` over drafted positions (and its value per position ``[depth]``); with
+    ``greedy_weight`` w, plus ``w · -log q(argmax p)``: a greedy verdict only asks whether the
+    draft's top token is the target's, which the KL over the whole distribution weighs little."""
     per = []
     for s, (pred, true) in enumerate(unrolled_outputs(heads, feats, idx, depth)):
         ok = _valid_from(feats, idx, s)
         with torch.no_grad():
             logp = warped_log_probs(target.heads(true[ok]), temperature, top_k)
         logq = (target.heads(pred[ok]) / temperature).log_softmax(-1)
-        per.append((logp.exp() * (logp - logq).nan_to_num(neginf=0.0)).sum(-1).mean())  # 0·log 0 = 0 outside top-k
+        loss = (logp.exp() * (logp - logq).nan_to_num(neginf=0.0)).sum(-1).mean()  # 0·log 0 = 0 outside top-k
+        if greedy_weight:
+            loss = loss - greedy_weight * logq.gather(-1, logp.argmax(-1, keepdim=True)).mean()
+        per.append(loss)
     per_t = torch.stack(per)
     return per_t.mean(), per_t.detach()
 
@@ -204,11 +209,14 @@ def acceptance(heads: DraftHeads, target: CodecLM, feats: Features, depth: int, 
 
 
 def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, depth: int, width: int,
-                temperature: float, top_k: int, config: LMTrainConfig, log=print, init: Path | None = None) -> Path:
+                temperature: float, top_k: int, config: LMTrainConfig, log=print, init: Path | None = None,
+                greedy_weight: float = 0.0) -> Path:
     """Distil ``kind`` heads (``feature`` or ``medusa``) for the target in ``target_dir`` on the
     samples in ``samples_dir``; export ``OUT/<kind>``. ``init``: heads to start from (exported or
     shipped, of this kind and width): more distillation on new samples without the old ones; the
     first evaluation is theirs, the baseline. A checkpoint in ``out_dir`` still wins (resume)."""
+    if not (isinstance(greedy_weight, (int, float)) and 0 <= greedy_weight < float("inf")):
+        raise ValueError(f"greedy_weight must be a finite number >= 0 (0: the KL alone), got {greedy_weight!r}")
     run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
     target = CodecLM.from_pretrained(str(target_dir)).eval().to(run.device)
     for p in target.parameters():
@@ -244,7 +252,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
             order = list(range(len(train)))
             run.rng.shuffle(order)
         idx = torch.tensor([order.pop() for _ in range(per_batch)], device=run.device)
-        loss, per = distill_loss(heads, target, train, idx, depth, temperature, top_k)
+        loss, per = distill_loss(heads, target, train, idx, depth, temperature, top_k, greedy_weight)
         lr = config.lr * cosine_lr_factor(run.step, run.trained_s, config.warmup_steps, config.minutes,
                                           config.final_lr_frac, config.max_steps)
         grad = run.update(loss, lr, t0)
@@ -261,7 +269,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     path = out_dir / kind
     heads.config.voicespec_info = {
         "recipe": f"voicespec train features --kind {kind}", "target": str(target_dir), "steps": run.step,
-        **({"init": str(init)} if init is not None else {}),
+        **({"init": str(init)} if init is not None else {}), **({"greedy_weight": greedy_weight} if greedy_weight else {}),
         "trained_minutes": round(run.trained_s / 60, 1), "hardware": hardware(run.device),
         "train_config": asdict(config), "parameters": heads.num_parameters(),
         "samples": f"{len(train)} utterances sampled from the target (temperature {temperature}, top-k {top_k}"
@@ -309,7 +317,7 @@ def run_features(args: argparse.Namespace) -> int:
                            eval_every_steps=args.eval_every)
     folder = train_heads(Path(args.out), voice / "target", Path(args.out) / f"{args.kind}_run", args.kind, args.depth,
                          args.width, sampling.temperature or 1.0, sampling.top_k, config,
-                         init=Path(args.init) if args.init else None)
+                         init=Path(args.init) if args.init else None, greedy_weight=args.greedy_weight)
     print(f"exported {folder}")
     if args.ship:
         print(f"shipped {ship_heads(folder, voice / 'drafters' / args.kind, args.command or 'voicespec train features')}")
