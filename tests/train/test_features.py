@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from voicespec.cli import main
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.lm.draft_heads import DraftHeads
@@ -46,14 +47,21 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
     assert len(sample_corpus(voice_dir, examples, out, 4, batch=3, **quiet)) == 4  # resumed: nothing redone
     assert (out / SAMPLES).stat().st_mtime_ns == before
     assert not any(s["greedy"] for s in samples)
-    # Every other utterance greedy: those are the same whatever the seed, the sampled ones are not.
+    # Every other training utterance greedy (held-out ones stay sampled): those are the same whatever
+    # the seed, the sampled ones are not.
     mixed = [sample_corpus(voice_dir, examples, tmp_path / f"mixed{seed}", 4, batch=3, seed=seed, greedy_every=2, **quiet)
              for seed in (0, 100)]
-    assert [s["greedy"] for s in mixed[0]] == [True, False, True, False]
-    assert all(torch.equal(a["steps"], b["steps"]) for a, b in zip(mixed[0][::2], mixed[1][::2]))
-    assert not all(torch.equal(a["steps"], b["steps"]) for a, b in zip(mixed[0][1::2], mixed[1][1::2]))
+    assert [s["greedy"] for s in mixed[0]] == [False, False, True, False]
+    assert torch.equal(mixed[0][2]["steps"], mixed[1][2]["steps"])
+    assert not all(torch.equal(mixed[0][i]["steps"], mixed[1][i]["steps"]) for i in (0, 1, 3))
     with pytest.raises(ValueError, match="greedy_every must be an integer >= 0"):
         sample_corpus(voice_dir, examples, tmp_path / "bad", 4, greedy_every=-1, **quiet)
+    # A resume that would mix other prompts or another greedy schedule into the samples is refused.
+    for other in ({"greedy_every": 0}, {"greedy_every": 3}):
+        with pytest.raises(ValueError, match="holds samples of other prompts or another --greedy-every"):
+            sample_corpus(voice_dir, examples, tmp_path / "mixed0", 4, batch=3, **other, **quiet)
+    with pytest.raises(ValueError, match="holds samples of other prompts"):
+        sample_corpus(voice_dir, examples[1:], out, 4, batch=3, **quiet)
 
     for kind, depth in (("feature", 3), ("medusa", 2)):
         config = LMTrainConfig(minutes=5, max_steps=2, eval_every_steps=1, log_every_steps=1, device="cpu", batch_steps=200)
@@ -80,6 +88,13 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
     assert json.loads((more / "config.json").read_text())["voicespec_info"]["init"] == str(shipped)
     with pytest.raises(ValueError, match="cannot continue as feature heads of width 64"):
         train_heads(out, voice_dir / "target", out / "misfit_run", "feature", 3, 64, 0.8, 5, config, init=shipped, **quiet)
+    # The CLI checks --init and --greedy-weight before sampling anything, and --corpus-seed is not --run's.
+    cli = ["train", "features", "--voice", str(voice_dir), "--out", str(tmp_path / "cli")]
+    for bad in (["--init", str(shipped), "--width", "64"], ["--init", str(tmp_path / "none")],
+                ["--greedy-weight", "inf"], ["--greedy-weight", "-1"], ["--greedy-every", "-2"], ["--batch", "0"],
+                ["--run", str(tmp_path / "run"), "--corpus-seed", "3"]):
+        assert main(cli + bad) == 2, bad
+    assert not (tmp_path / "cli").exists()
 
     # The greedy term: w · -log q(argmax p) on top of the KL, linear in w; recorded in the export.
     heads, target = DraftHeads.from_pretrained(str(shipped)), voice.target.model

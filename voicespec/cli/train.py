@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from voicespec.cli.args import positive
 from voicespec.codec.config import DECODERS, CodecConfig
 from voicespec.train.configs import (
     DEFAULT_CODEC, DEFAULT_HELDOUT_MOD, DRAFT_NAME, ENCODERS, AsrTrainConfig, DurationTrainConfig, LMTrainConfig,
@@ -112,18 +113,20 @@ def add_features_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--voice", required=True, help="voice folder whose target the heads read (models/voicespec-tiny)")
     p.add_argument("--run", help="the target's run folder (its prepared.pt holds the prompts); "
                                  "default: prompts from the corpus grammar (--corpus-seed), no teacher needed")
-    p.add_argument("--corpus-seed", type=int, default=11, help="seed of the corpus grammar for prompts without --run")
+    p.add_argument("--corpus-seed", type=int, help="seed of the corpus grammar for prompts without --run (default 11)")
     p.add_argument("--out", required=True, help="run folder: OUT/samples.pt (the target's samples), OUT/KIND_run/")
     p.add_argument("--init", help="heads folder to start from (e.g. VOICE/drafters/feature): more distillation on new samples")
     p.add_argument("--kind", choices=("feature", "medusa"), default="feature",
                    help="feature: one block applied recurrently (EAGLE-style); medusa: one head per draft position")
     p.add_argument("--depth", type=int, default=5, help="draft positions trained (medusa: its heads)")
     p.add_argument("--width", type=int, default=1024, help="the blocks' hidden width")
-    p.add_argument("--utterances", type=int, default=2000, help="prompts to sample the target on (held-out ones first)")
-    p.add_argument("--batch", type=int, default=48, help="prompts decoded together while sampling")
-    p.add_argument("--greedy-every", type=int, default=0,
-                   help="decode every k-th prompt greedily (the trajectories greedy decoding drafts along); 0: none")
-    p.add_argument("--greedy-weight", type=float, default=0.0,
+    p.add_argument("--utterances", type=positive(int, "--utterances"), default=2000,
+                   help="prompts to sample the target on (held-out ones first)")
+    p.add_argument("--batch", type=positive(int, "--batch"), default=48, help="prompts decoded together while sampling")
+    p.add_argument("--greedy-every", type=positive(int, "--greedy-every", allow_zero=True), default=0,
+                   help="decode training prompts 0, k, 2k, ... greedily (the trajectories greedy decoding drafts "
+                        "along; held-out ones stay sampled); 0: none")
+    p.add_argument("--greedy-weight", type=positive(float, "--greedy-weight", allow_zero=True), default=0.0,
                    help="add this weight times -log q(target's argmax) to the KL: favours greedy agreement (0: off)")
     p.add_argument("--ship", action="store_true", help="copy the result into VOICE/drafters/KIND with a model card")
     p.add_argument("--command", help="the command line, for the model card")

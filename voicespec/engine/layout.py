@@ -317,8 +317,8 @@ class CoarseFirstLayout:
         return Prompt(text=ids, steps=torch.full((1, 1), self.bos_id), track=track)
 
     def mask(self, state: LayoutState) -> torch.Tensor:
-        """``[1, V]``, shared and read-only: a step's mask is one of four (ended; codes and/or EOS
-        legal), and a tree pass asks for one per node, so each is built once per layout."""
+        """``[1, V]``, shared and read-only: a step's mask is one of five (ended; codes, EOS, both
+        or neither legal), and a tree pass asks for one per node, so each is built once per layout."""
         t, end, n = state.steps, state.end_frame, state.n_frames
         if end is not None:
             return _coarse_mask(self, True, False, False)

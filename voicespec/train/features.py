@@ -8,8 +8,12 @@ next-step distribution ``p_{t+1}``. The drafters are trained by unrolling them o
 predictions (EAGLE-3's "training-time test"): the feature drafter predicts ``f_{t+1}`` from
 ``f_t`` and the committed step's embedding, then ``f_{t+2}`` from its own ``f̂_{t+1}``, and so
 on, each step scored by ``KL(p || q)`` at the voice's temperature — in sampling mode a drafted
-token is accepted with probability ``1 - TV(p, q)``. Medusa head ``k`` predicts step ``t+1+k``
-from ``f_t`` alone.
+token is accepted with probability ``1 - TV(p, q)`` — plus, optionally (``--greedy-weight``), the
+cross-entropy of the target's argmax, which is all a greedy verdict asks about. Medusa head ``k``
+predicts step ``t+1+k`` from ``f_t`` alone. Prompts come from the target's teacher corpus
+(``--run``) or from the corpus grammar (no teacher needed); ``--init`` continues shipped heads on
+new samples; ``--greedy-every`` mixes greedy trajectories (what greedy decoding drafts along) into
+the training split.
 
 Checkpointed like every recipe (``OUT/samples.pt`` grows batch by batch and resumes; training
 writes ``OUT/KIND_run/checkpoint.pt``); exports an HF-style folder ``OUT/KIND_run/KIND`` and, with
@@ -41,7 +45,11 @@ SAMPLES = "samples.pt"
 def prepared_examples(run_dir: Path) -> list[dict[str, Any]]:
     """The prompts of a target's run folder (``RUN/prepared.pt``: its teacher corpus), every
     held-out one first: ``{"id", "ids", "split"}`` each."""
-    examples = torch.load(run_dir / "prepared.pt", weights_only=False)["examples"]
+    return _heldout_first(torch.load(run_dir / "prepared.pt", weights_only=False)["examples"])
+
+
+def _heldout_first(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Held-out prompts first, so any ``--utterances`` keeps some to evaluate on."""
     return [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
 
 
@@ -52,7 +60,7 @@ def corpus_examples(voice: Voice, n: int, seed: int) -> list[dict[str, Any]]:
     every held-out one first."""
     examples = [{"id": f"{s.id}.{j}", "ids": list(ids), "split": split_of(s.id)}
                 for s in build_corpus(n, seed) for j, (_, ids) in enumerate(voice.frontend.sentences(s.text))]
-    return [e for e in examples if e["split"] == "heldout"] + [e for e in examples if e["split"] == "train"]
+    return _heldout_first(examples)
 
 
 def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: Path, n: int, batch: int = 48,
@@ -60,22 +68,33 @@ def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: 
     """The target's own samples (plain decoding, the voice's sampling settings, seed ``seed + i``)
     for the first ``n`` of ``examples`` (``{"id", "ids", "split"}``: :func:`prepared_examples` or
     :func:`corpus_examples`), in batches of ``batch`` decoded together; with ``greedy_every`` k,
-    utterance ``i`` is decoded greedily where ``i % k == 0`` (the trajectories greedy decoding
-    drafts along). Each item: ``ids``, ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse
-    codes, EOS last), ``split`` and ``greedy``. Resumes from ``OUT/samples.pt``."""
-    if not (isinstance(greedy_every, int) and greedy_every >= 0):
+    training utterance ``i`` is decoded greedily where ``i % k == 0`` (the trajectories greedy
+    decoding drafts along; held-out ones stay sampled, so their metrics keep one meaning). Each
+    item: ``ids``, ``track [T, 4]`` (the voice's prompt), ``steps [L]`` (coarse codes, EOS last),
+    ``split`` and ``greedy``. Resumes from ``OUT/samples.pt`` if it holds these prompts, decoded so."""
+    if not (type(greedy_every) is int and greedy_every >= 0):
         raise ValueError(f"greedy_every must be an integer >= 0 (0: no greedy utterances), got {greedy_every!r}")
+    if not (type(batch) is int and batch > 0):
+        raise ValueError(f"batch must be an integer > 0, got {batch!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / SAMPLES
     done: list[dict[str, Any]] = torch.load(path, weights_only=False) if path.exists() else []
     chosen = list(examples[:n])
+
+    def greedy_at(i: int) -> bool:
+        return bool(greedy_every) and chosen[i]["split"] == "train" and i % greedy_every == 0
+
+    made = [(d["id"], bool(d.get("greedy"))) for d in done]
+    if made != [(e["id"], greedy_at(i)) for i, e in enumerate(chosen[:len(done)])]:
+        raise ValueError(f"{path} holds samples of other prompts or another --greedy-every than this run asks "
+                         "for (a different --utterances, --corpus-seed or --run?): use a new --out, or the same arguments")
     voice = Voice.load(voice_dir)
     layout = voice.target.layout
     t0 = time.perf_counter()
     while len(done) < len(chosen):
         part = chosen[len(done): len(done) + batch]
         prompts = [voice.prompt(e["ids"]) for e in part]
-        greedy = [bool(greedy_every) and (len(done) + i) % greedy_every == 0 for i in range(len(part))]
+        greedy = [greedy_at(len(done) + i) for i in range(len(part))]
         frames = speak(voice, prompts, [seed + len(done) + i for i in range(len(part))], greedy)
         for e, p, f, g in zip(part, prompts, frames, greedy):
             steps = layout.steps_for_frames(f)[:, 0]  # coarse codes, EOS appended
@@ -162,9 +181,9 @@ def _valid_from(feats: Features, idx: torch.Tensor, s: int) -> torch.Tensor:
 
 def distill_loss(heads: DraftHeads, target: CodecLM, feats: Features, idx: torch.Tensor, depth: int,
                  temperature: float, top_k: int, greedy_weight: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean ``KL(p || q)`` over drafted positions (and its value per position ``[depth]``); with
-    ``greedy_weight`` w, plus ``w · -log q(argmax p)``: a greedy verdict only asks whether the
-    draft's top token is the target's, which the KL over the whole distribution weighs little."""
+    """Mean ``KL(p || q)`` over drafted positions, with ``greedy_weight`` w plus ``w · -log q(argmax
+    p)`` (a greedy verdict only asks whether the draft's top token is the target's, which the KL
+    over the whole distribution weighs little); and that loss per position ``[depth]``."""
     per = []
     for s, (pred, true) in enumerate(unrolled_outputs(heads, feats, idx, depth)):
         ok = _valid_from(feats, idx, s)
@@ -208,15 +227,33 @@ def acceptance(heads: DraftHeads, target: CodecLM, feats: Features, depth: int, 
             "sampling_steps_per_pass": steps(sampling), "greedy_steps_per_pass": steps(greedy)}
 
 
+def check_greedy_weight(weight: float) -> None:
+    if not (type(weight) in (int, float) and 0 <= weight < float("inf")):
+        raise ValueError(f"greedy_weight must be a finite number >= 0 (0: the KL alone), got {weight!r}")
+
+
+def check_init(init: Path, cfg: DraftHeadsConfig) -> None:
+    """Heads in ``init`` can continue as ``cfg``'s (kind, width, heads; hidden size unless ``cfg``'s is 0)."""
+    try:
+        c = DraftHeadsConfig.from_pretrained(str(init))
+    except OSError as e:
+        raise ValueError(f"--init {init}: no draft heads there ({e})") from None
+    mine = (c.kind, c.width, c.n_heads, c.hidden_size if cfg.hidden_size else 0)
+    if mine != (cfg.kind, cfg.width, cfg.n_heads, cfg.hidden_size):
+        raise ValueError(f"--init {init}: {c.kind} heads of width {c.width} ({c.n_heads} heads, hidden "
+                         f"{c.hidden_size}) cannot continue as {cfg.kind} heads of width {cfg.width} "
+                         f"({cfg.n_heads} heads, hidden {cfg.hidden_size or 'any'})")
+
+
 def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, depth: int, width: int,
                 temperature: float, top_k: int, config: LMTrainConfig, log=print, init: Path | None = None,
                 greedy_weight: float = 0.0) -> Path:
     """Distil ``kind`` heads (``feature`` or ``medusa``) for the target in ``target_dir`` on the
     samples in ``samples_dir``; export ``OUT/<kind>``. ``init``: heads to start from (exported or
     shipped, of this kind and width): more distillation on new samples without the old ones; the
-    first evaluation is theirs, the baseline. A checkpoint in ``out_dir`` still wins (resume)."""
-    if not (isinstance(greedy_weight, (int, float)) and 0 <= greedy_weight < float("inf")):
-        raise ValueError(f"greedy_weight must be a finite number >= 0 (0: the KL alone), got {greedy_weight!r}")
+    first evaluation is theirs, the baseline. A checkpoint in ``out_dir`` still wins (resume).
+    ``greedy_weight``: see :func:`distill_loss`."""
+    check_greedy_weight(greedy_weight)
     run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
     target = CodecLM.from_pretrained(str(target_dir)).eval().to(run.device)
     for p in target.parameters():
@@ -229,14 +266,10 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     cfg = DraftHeadsConfig(kind=kind, hidden_size=target.config.hidden_size, width=width,
                            n_heads=depth if kind == "medusa" else 1, distill_temperature=temperature)
     if init is not None:
-        heads = DraftHeads.from_pretrained(str(init))
-        c = heads.config
-        if (c.kind, c.hidden_size, c.width, c.n_heads) != (cfg.kind, cfg.hidden_size, cfg.width, cfg.n_heads):
-            raise ValueError(f"--init {init}: {c.kind} heads of width {c.width} ({c.n_heads} heads, hidden "
-                             f"{c.hidden_size}) cannot continue as {cfg.kind} heads of width {cfg.width} "
-                             f"({cfg.n_heads} heads, hidden {cfg.hidden_size})")
-        heads = heads.to(run.device)
+        check_init(init, cfg)
+        heads = DraftHeads.from_pretrained(str(init)).to(run.device)
         heads.config.voicespec_info = {}
+        heads.config.distill_temperature = temperature  # what these samples were drawn at; inference_weights stay
     else:
         heads = DraftHeads(cfg).to(run.device)
     opt = torch.optim.AdamW(heads.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -308,8 +341,14 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
 
 def run_features(args: argparse.Namespace) -> int:
     voice = Path(args.voice)
+    check_greedy_weight(args.greedy_weight)  # before hours of sampling, not after
+    if args.init:
+        check_init(Path(args.init), DraftHeadsConfig(kind=args.kind, hidden_size=0, width=args.width,
+                                                     n_heads=args.depth if args.kind == "medusa" else 1))
+    if args.run and args.corpus_seed is not None:
+        raise ValueError("--corpus-seed makes prompts from the corpus grammar; --run takes them from the target's run")
     examples = (prepared_examples(Path(args.run)) if args.run
-                else corpus_examples(Voice.load(voice), args.utterances, args.corpus_seed))
+                else corpus_examples(Voice.load(voice), args.utterances, 11 if args.corpus_seed is None else args.corpus_seed))
     sample_corpus(voice, examples, Path(args.out), args.utterances, args.batch, args.seed, greedy_every=args.greedy_every)
     sampling = Voice.load(voice).sampling
     config = LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr, seed=args.seed,
