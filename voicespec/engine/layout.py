@@ -233,9 +233,11 @@ class DelayLayout:
                 m[0, : self.codebook_size] = False
         return m
 
-    def advance(self, state: LayoutState, step: torch.Tensor) -> LayoutState:
+    def advance(self, state: LayoutState, step: torch.Tensor | int) -> LayoutState:
+        """The state after ``step [G]``, or after a step whose first code is the int ``step`` (the
+        nodes of a draft tree are walked as ints: a tensor element read costs more than the rest)."""
         end = state.end_frame
-        if end is None and int(step[0]) == self.eos_id:
+        if end is None and (step if isinstance(step, int) else int(step[0])) == self.eos_id:
             end = state.steps
         return LayoutState(state.steps + 1, end, state.n_frames)  # not dataclasses.replace: 3x its cost, per drafted node
 

@@ -61,10 +61,10 @@ class TokenPolicy:
         [1 + nodes, G]`` (slot 0 the pending step, then ``tree``'s nodes, parents first), each
         slot warped with the mask and recent tokens of its own path. One call for every slot."""
         history = self.sampling.uses_history
-        states, paths = [state], [generated]
+        states, paths, codes = [state], [generated], tokens[:, 0].tolist()
         for t in range(1, len(tree.parents)):
             parent = tree.parents[t]
-            states.append(self.layout.advance(states[parent], tokens[t]))
+            states.append(self.layout.advance(states[parent], codes[t]))
             if history:
                 paths.append(torch.cat([paths[parent], tokens[t: t + 1]]))
         return self.warp_rows(raw, states, paths if history else None)

@@ -121,34 +121,32 @@ class FeatureDrafter:
     def tree(self, ctx: DraftContext, shape: TreeShape) -> TreeDraft:
         policy, layout = ctx.policy, ctx.policy.layout
         history = policy.sampling.uses_history
-        tokens = [ctx.history[-1]]  # per slot: its step [G]
+        codes = [int(ctx.history[-1, 0])]  # per slot: its step's code (one per step: coarse-first)
         states = [ctx.state]  # per slot (the leaves' are never needed)
         paths = [ctx.generated] if history else None  # per slot: the generated steps up to and including it
         q = [] if not policy.sampling.greedy else None
-        f, level = ctx.features[None], [0]  # [n, D]: the inputs of the current depth's nodes
+        f, level, steps = ctx.features[None], [0], ctx.history[-1:]  # the current depth's nodes: f [n, D], steps [n, G]
         for d, b in enumerate(shape.branching):
-            f, warped = self._expand(ctx, f, torch.stack([tokens[t] for t in level]), d,
-                                     [states[t] for t in level], None if paths is None else [paths[t] for t in level])
+            f, warped = self._expand(ctx, f, steps, d, [states[t] for t in level],
+                                     None if paths is None else [paths[t] for t in level])
             if q is None:
                 picks = warped.topk(b, -1).indices  # [n, b]
             else:
                 q.append(policy.probs(warped))
                 picks = children_of(q[-1], b, ctx.generator)
-            last = d + 1 == shape.depth
-            nxt = list(range(len(tokens), len(tokens) + picks.numel()))  # the new slots, parents' order
-            steps = picks.reshape(-1, 1)  # [n * b, G]
-            tokens.extend(steps)
-            if not last:
-                for i, t in enumerate(level):
-                    for step in steps[i * b: (i + 1) * b]:
-                        states.append(layout.advance(states[t], step))
-                        if paths is not None:
-                            paths.append(torch.cat([paths[t], step[None]]))
-            f, level = f.repeat_interleave(b, 0), nxt
+            steps, new = picks.reshape(-1, 1), picks.flatten().tolist()  # [n * b, G], in parents' order
+            parents = [t for t in level for _ in range(b)]
+            level = list(range(len(codes), len(codes) + len(new)))
+            codes.extend(new)
+            if d + 1 < shape.depth:
+                states.extend(layout.advance(states[t], c) for t, c in zip(parents, new))
+                if paths is not None:
+                    paths.extend(torch.cat([paths[t], steps[j: j + 1]]) for j, t in enumerate(parents))
+                f = f if b == 1 else f.repeat_interleave(b, 0)
         if q is not None:  # rows in slot order (breadth first: the inner nodes come first); the leaves propose nothing
             q = torch.cat(q)
-            q = torch.cat([q, q.new_zeros(len(tokens) - q.shape[0], q.shape[1])])
-        return TreeDraft(shape, torch.stack(tokens), q)
+            q = torch.cat([q, q.new_zeros(len(codes) - q.shape[0], q.shape[1])])
+        return TreeDraft(shape, torch.tensor(codes, dtype=ctx.history.dtype).view(-1, 1), q)
 
     def dynamic_tree(self, ctx: DraftContext, spec: DynamicTree) -> TreeDraft:
         """EAGLE-2's tree, greedy: each depth expands the ``top_k`` likeliest nodes of the last
