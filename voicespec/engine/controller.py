@@ -198,8 +198,8 @@ class ControllerConfig:
     time_cap_s: float | None = None  # per-step latency budget; never plan a step above it
     # Static trees the adaptive controller weighs against chains, for a drafter that drafts trees
     # (measured on the shipped voice, greedy, 1 thread: 3,1,1,1,1 — three first candidates, then a
-    # chain under each — level with 2,2,1,1, -0.04 to +0.18x in four interleaved runs, its first
-    # position accepted 0.86 vs 0.76; both trees ahead of the chain; in sampling the chain wins).
+    # chain under each — level with 2,2,1,1 at 1 thread, -0.06 to +0.18x in five interleaved runs,
+    # and 0.10x ahead at 2 threads, what serve and synth run at; in sampling the chain wins).
     trees: tuple[tuple[int, ...], ...] = ((3, 1, 1, 1, 1),)
     tree_probe: int = 6  # passes a tree is drafted in a row when (re)measured: one pass is too noisy a sample
     # A tree and the chain swap only when the other promises this fraction more steps per second:
