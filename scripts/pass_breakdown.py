@@ -1,0 +1,73 @@
+"""Where a speculative pass's time goes, inside real decodes: per-call timers around the target's
+forward, the drafter's tree, the tree's warp, verdict and cache move, and the fine stage, for a
+static tree against plain decoding (greedy, the default voice, the sample prompts). Prints the
+median and the per-pass mean of each part and the wall time per pass; the parts do not add up to
+the wall time (the rest is the decoder's own bookkeeping). Run it alone on the machine:
+``python scripts/pass_breakdown.py [--tree 2,2,1,1] [--threads 1] [--prompts 6]``."""
+
+import argparse
+import inspect
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from voicespec.engine import decoder, policy, step_lm
+from voicespec.engine.config import DecodeConfig, SamplingConfig
+from voicespec.engine.drafters.feature import HeadsSession
+from voicespec.lm.codec_lm import CodecLMSession, FineWork
+from voicespec.lm.llama import LlamaStack
+from voicespec.pipeline.voice import load_voice
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--tree", default="2,2,1,1")
+parser.add_argument("--threads", type=int, default=1)
+parser.add_argument("--prompts", type=int, default=6, help="lines of samples/prompts.txt to decode")
+args = parser.parse_args()
+
+torch.set_num_threads(args.threads)
+seconds: dict[str, list[float]] = {}
+
+
+def timed(owner, name: str, label: str) -> None:
+    """Replace ``owner.name`` by a wrapper that records its seconds under ``label``."""
+    static = isinstance(inspect.getattr_static(owner, name), (classmethod, staticmethod))
+    run = getattr(owner, name)
+
+    def wrapped(*a, **k):
+        t = time.perf_counter()
+        out = run(*a, **k)
+        seconds.setdefault(label, []).append(time.perf_counter() - t)
+        return out
+    setattr(owner, name, staticmethod(wrapped) if static else wrapped)
+
+
+PARTS = ((step_lm, "forward_batch", "target forward"), (LlamaStack, "_span", "  its layers"),
+         (CodecLMSession, "embed_batch", "  its embeddings"), (HeadsSession, "propose_tree", "draft tree"),
+         (policy.TokenPolicy, "warp_tree", "tree warp"), (decoder, "verify_tree_greedy", "tree verdict"),
+         (step_lm.LMSession, "keep_path", "tree cache move"), (FineWork, "run", "fine stage"))
+for owner, name, label in PARTS:
+    timed(owner, name, label)
+
+voice = load_voice(None)
+texts = [line.strip() for line in Path("samples/prompts.txt").read_text().splitlines() if line.strip()][: args.prompts]
+prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
+spec = decoder.SpecDecoder(voice.target, voice.drafter("feature"))
+tree = tuple(int(b) for b in args.tree.split(","))
+for shape in (tree, None):
+    config = [DecodeConfig(SamplingConfig(temperature=0), gamma=0 if shape is None else 4, tree=shape, seed=i,
+                           max_steps=2000) for i in range(len(prompts))]
+    spec.generate(prompts[0], config[0]).run()  # warm-up
+    seconds.clear()
+    passes = steps = 0
+    t0 = time.perf_counter()
+    for prompt, cfg in zip(prompts, config):
+        generation = spec.generate(prompt, cfg)
+        generation.run()
+        passes, steps = passes + generation.stats.target_passes, steps + generation.stats.generated_steps
+    wall = time.perf_counter() - t0
+    print(f"{'plain' if shape is None else 'tree ' + args.tree}: {passes} passes, {steps / passes:.2f} steps per pass, "
+          f"{wall / passes * 1e3:.2f} ms per pass")
+    for label, v in ((label, seconds[label]) for *_, label in PARTS if label in seconds):
+        print(f"  {label:18s} median {statistics.median(v) * 1e3:6.3f} ms, per pass {sum(v) / passes * 1e3:6.3f} ms")
