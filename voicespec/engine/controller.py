@@ -197,7 +197,7 @@ class ControllerConfig:
     probe_gamma: int = 2
     time_cap_s: float | None = None  # per-step latency budget; never plan a step above it
     # Static trees the adaptive controller weighs against chains, for a drafter that drafts trees
-    # (measured on the shipped voice, greedy, 1 thread: 3,1,1,1,1 — three first candidates, then a
+    # (measured on the shipped voice, greedy: 3,1,1,1,1 — three first candidates, then a
     # chain under each — level with 2,2,1,1 at 1 thread, -0.06 to +0.18x in five interleaved runs,
     # and 0.10x ahead at 2 threads, what serve and synth run at; in sampling the chain wins).
     trees: tuple[tuple[int, ...], ...] = ((3, 1, 1, 1, 1),)
