@@ -1,8 +1,9 @@
 """Where a speculative pass's time goes, inside real decodes: per-call timers around the target's
 forward, the drafter's tree, the tree's warp, verdict and cache move, and the fine stage, for a
-static tree against plain decoding (greedy, the default voice, the sample prompts). Prints the
-median and the per-pass mean of each part and the wall time per pass; the parts do not add up to
-the wall time (the rest is the decoder's own bookkeeping). Run it alone on the machine:
+static tree against plain decoding (greedy, the default voice, the sample prompts), the two
+interleaved sentence by sentence so that both see the same machine minutes. Prints the median and
+the per-pass mean of each part and the wall time per pass; the parts do not add up to the wall
+time (the rest is the decoder's own bookkeeping). Run it alone on the machine:
 ``python scripts/pass_breakdown.py [--tree 2,2,1,1] [--threads 1] [--prompts 6]``."""
 
 import argparse
@@ -27,7 +28,8 @@ parser.add_argument("--prompts", type=int, default=6, help="lines of samples/pro
 args = parser.parse_args()
 
 torch.set_num_threads(args.threads)
-seconds: dict[str, list[float]] = {}
+seconds: dict[str, dict[str, list[float]]] = {}  # per method, per part
+method = ""  # the method decoding now
 
 
 def timed(owner, name: str, label: str) -> None:
@@ -38,7 +40,7 @@ def timed(owner, name: str, label: str) -> None:
     def wrapped(*a, **k):
         t = time.perf_counter()
         out = run(*a, **k)
-        seconds.setdefault(label, []).append(time.perf_counter() - t)
+        seconds[method].setdefault(label, []).append(time.perf_counter() - t)
         return out
     setattr(owner, name, staticmethod(wrapped) if static else wrapped)
 
@@ -55,19 +57,23 @@ texts = [line.strip() for line in Path("samples/prompts.txt").read_text().splitl
 prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
 spec = decoder.SpecDecoder(voice.target, voice.drafter("feature"))
 tree = tuple(int(b) for b in args.tree.split(","))
-for shape in (tree, None):
-    config = [DecodeConfig(SamplingConfig(temperature=0), gamma=0 if shape is None else 4, tree=shape, seed=i,
-                           max_steps=2000) for i in range(len(prompts))]
-    spec.generate(prompts[0], config[0]).run()  # warm-up
-    seconds.clear()
-    passes = steps = 0
-    t0 = time.perf_counter()
-    for prompt, cfg in zip(prompts, config):
-        generation = spec.generate(prompt, cfg)
+methods = {f"tree {args.tree}": tree, "plain": None}
+totals = {name: [0, 0, 0.0] for name in methods}  # passes, steps, seconds
+for i, prompt in enumerate([prompts[0], *prompts]):  # the first one twice: a warm-up
+    for method, shape in methods.items():
+        seconds.setdefault(method, {})
+        generation = spec.generate(prompt, DecodeConfig(SamplingConfig(temperature=0), gamma=0 if shape is None else 4,
+                                                        tree=shape, seed=i, max_steps=2000))
+        t0 = time.perf_counter()
         generation.run()
-        passes, steps = passes + generation.stats.target_passes, steps + generation.stats.generated_steps
-    wall = time.perf_counter() - t0
-    print(f"{'plain' if shape is None else 'tree ' + args.tree}: {passes} passes, {steps / passes:.2f} steps per pass, "
-          f"{wall / passes * 1e3:.2f} ms per pass")
-    for label, v in ((label, seconds[label]) for *_, label in PARTS if label in seconds):
+        if i == 0:
+            seconds[method].clear()
+            continue
+        total = totals[method]
+        total[0] += generation.stats.target_passes
+        total[1] += generation.stats.generated_steps
+        total[2] += time.perf_counter() - t0
+for method, (passes, steps, wall) in totals.items():
+    print(f"{method}: {passes} passes, {steps / passes:.2f} steps per pass, {wall / passes * 1e3:.2f} ms per pass")
+    for label, v in ((label, seconds[method][label]) for *_, label in PARTS if label in seconds[method]):
         print(f"  {label:18s} median {statistics.median(v) * 1e3:6.3f} ms, per pass {sum(v) / passes * 1e3:6.3f} ms")
