@@ -9,7 +9,7 @@ import argparse
 from voicespec.cli.args import positive
 from voicespec.codec.config import DECODERS, CodecConfig
 from voicespec.train.configs import (
-    DEFAULT_CODEC, DEFAULT_HELDOUT_MOD, DRAFT_NAME, ENCODERS, AsrTrainConfig, DurationTrainConfig, LMTrainConfig,
+    DEFAULT_CODEC, DEFAULT_HELDOUT_MOD, DRAFT_NAME, ENCODERS, FEATURES_CORPUS_SEED, AsrTrainConfig, DurationTrainConfig, LMTrainConfig,
     TrainConfig,
 )
 
@@ -113,7 +113,7 @@ def add_features_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--voice", required=True, help="voice folder whose target the heads read (models/voicespec-tiny)")
     p.add_argument("--run", help="the target's run folder (its prepared.pt holds the prompts); "
                                  "default: prompts from the corpus grammar (--corpus-seed), no teacher needed")
-    p.add_argument("--corpus-seed", type=int, help="seed of the corpus grammar for prompts without --run (default 11)")
+    p.add_argument("--corpus-seed", type=int, help=f"seed of the corpus grammar for prompts without --run (default {FEATURES_CORPUS_SEED})")
     p.add_argument("--out", required=True, help="run folder: OUT/samples.pt (the target's samples), OUT/KIND_run/")
     p.add_argument("--init", help="heads folder to start from (e.g. VOICE/drafters/feature): more distillation on new samples")
     p.add_argument("--kind", choices=("feature", "medusa"), default="feature",

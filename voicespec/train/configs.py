@@ -9,6 +9,7 @@ from voicespec.codec.config import CodecConfig
 
 DEFAULT_HELDOUT_MOD = 50  # teacher corpus: ids with crc32(id) % N == 0 are held out (about 2 %)
 DRAFT_NAME = "distilled"  # the shipped draft model's folder name under drafters/
+FEATURES_CORPUS_SEED = 11  # `train features` without --run: the corpus grammar's seed for its prompts
 ENCODERS = {  # ``train asr --encoder``: AsrConfig overrides; about 2.3 M / 2.1 M parameters
     "gru": {},
     "transformer": {"encoder": "transformer", "conv_channels": 192, "hidden": 192, "layers": 4},

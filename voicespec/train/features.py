@@ -34,7 +34,7 @@ from voicespec.lm.codec_lm import END_ROW, CodecLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
 from voicespec.pipeline.voice import Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
-from voicespec.train.configs import LMTrainConfig
+from voicespec.train.configs import FEATURES_CORPUS_SEED, LMTrainConfig
 from voicespec.train.corpus import build_corpus
 from voicespec.train.data import split_of
 from voicespec.train.speak import speak
@@ -232,17 +232,17 @@ def check_greedy_weight(weight: float) -> None:
         raise ValueError(f"greedy_weight must be a finite number >= 0 (0: the KL alone), got {weight!r}")
 
 
-def check_init(init: Path, cfg: DraftHeadsConfig) -> None:
-    """Heads in ``init`` can continue as ``cfg``'s (kind, width, heads; hidden size unless ``cfg``'s is 0)."""
+def check_init(init: Path, kind: str, width: int, n_heads: int, hidden_size: int | None = None) -> None:
+    """Heads in ``init`` can continue as ``kind`` heads of this width and count (and hidden size,
+    when the target's is known)."""
     try:
         c = DraftHeadsConfig.from_pretrained(str(init))
     except OSError as e:
         raise ValueError(f"--init {init}: no draft heads there ({e})") from None
-    mine = (c.kind, c.width, c.n_heads, c.hidden_size if cfg.hidden_size else 0)
-    if mine != (cfg.kind, cfg.width, cfg.n_heads, cfg.hidden_size):
+    if (c.kind, c.width, c.n_heads) != (kind, width, n_heads) or hidden_size not in (None, c.hidden_size):
         raise ValueError(f"--init {init}: {c.kind} heads of width {c.width} ({c.n_heads} heads, hidden "
-                         f"{c.hidden_size}) cannot continue as {cfg.kind} heads of width {cfg.width} "
-                         f"({cfg.n_heads} heads, hidden {cfg.hidden_size or 'any'})")
+                         f"{c.hidden_size}) cannot continue as {kind} heads of width {width} "
+                         f"({n_heads} heads, hidden {hidden_size or 'any'})")
 
 
 def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, depth: int, width: int,
@@ -266,7 +266,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     cfg = DraftHeadsConfig(kind=kind, hidden_size=target.config.hidden_size, width=width,
                            n_heads=depth if kind == "medusa" else 1, distill_temperature=temperature)
     if init is not None:
-        check_init(init, cfg)
+        check_init(init, cfg.kind, cfg.width, cfg.n_heads, cfg.hidden_size)
         heads = DraftHeads.from_pretrained(str(init)).to(run.device)
         heads.config.voicespec_info = {}
         heads.config.distill_temperature = temperature  # what these samples were drawn at; inference_weights stay
@@ -341,14 +341,14 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
 
 def run_features(args: argparse.Namespace) -> int:
     voice = Path(args.voice)
-    check_greedy_weight(args.greedy_weight)  # before hours of sampling, not after
+    check_greedy_weight(args.greedy_weight)  # before hours of sampling, not after (the CLI's type lets inf through)
     if args.init:
-        check_init(Path(args.init), DraftHeadsConfig(kind=args.kind, hidden_size=0, width=args.width,
-                                                     n_heads=args.depth if args.kind == "medusa" else 1))
+        check_init(Path(args.init), args.kind, args.width, args.depth if args.kind == "medusa" else 1)
     if args.run and args.corpus_seed is not None:
         raise ValueError("--corpus-seed makes prompts from the corpus grammar; --run takes them from the target's run")
     examples = (prepared_examples(Path(args.run)) if args.run
-                else corpus_examples(Voice.load(voice), args.utterances, 11 if args.corpus_seed is None else args.corpus_seed))
+                else corpus_examples(Voice.load(voice), args.utterances,
+                                   FEATURES_CORPUS_SEED if args.corpus_seed is None else args.corpus_seed))
     sample_corpus(voice, examples, Path(args.out), args.utterances, args.batch, args.seed, greedy_every=args.greedy_every)
     sampling = Voice.load(voice).sampling
     config = LMTrainConfig(minutes=args.minutes, batch_steps=args.batch_steps, lr=args.lr, seed=args.seed,
