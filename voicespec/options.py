@@ -11,7 +11,7 @@ from typing import Any
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.config import SamplingConfig
-from voicespec.engine.controller import DynamicTree, TreeSpec, check_branching, check_gamma
+from voicespec.engine.controller import TreeSpec, check_gamma, check_tree
 
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)  # output rates a request may ask for
 SPEED_RANGE = (0.5, 2.0)  # speaking speed relative to the voice's own (durations divided by it)
@@ -49,16 +49,10 @@ def parse_gamma(text: str) -> int | str:
 
 
 def parse_tree(text: str) -> TreeSpec:
-    """A draft tree as typed on a command line: children per depth, ``"2,2,1"`` (or ``2x2x1``), or
-    a dynamic one, ``"dynamic[:NODES[:DEPTH[:TOP_K]]]"`` (greedy only)."""
-    if text.strip().startswith("dynamic"):
-        return DynamicTree.parse(text)
-    parts = [x.strip() for x in text.replace("x", ",").split(",")]
-    try:
-        return check_branching(tuple(int(x) for x in parts))
-    except ValueError:
-        raise ValueError(f"a tree is children per depth, e.g. 2,2,1 (at most 64 nodes), or dynamic[:NODES[:DEPTH[:TOP_K]]], "
-                         f"got {text!r}") from None
+    """A draft tree as typed on a command line: children per depth, ``"2,2,1"`` (or ``2x2x1``),
+    children per node depth by depth, ``"3/2,1,0/1,1,1"``, or a dynamic one,
+    ``"dynamic[:NODES[:DEPTH[:TOP_K]]]"`` (greedy only)."""
+    return check_tree(text)
 
 
 def check_sample_rate(rate: Any) -> int:

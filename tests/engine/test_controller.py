@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -450,8 +451,8 @@ def drive(ctrl: AdaptiveGamma, steps: int, drafter, limit: int = 8) -> list:
 
 def test_a_tree_that_commits_more_per_pass_wins_over_the_chain():
     tree = (2, 2, 1, 1)
-    cfg = ControllerConfig(probe_every=4, tree_probe=3, trees=(tree,))
-    ctrl = AdaptiveGamma(cfg, trees=True)
+    cfg = ControllerConfig(probe_every=4, tree_probe=3)
+    ctrl = AdaptiveGamma(cfg, trees=(tree,))
     plans = drive(ctrl, 120, chain_and_tree(4.6))
     first = plans.index(tree)
     assert all(isinstance(p, int) for p in plans[:first]) and first >= cfg.probe_every  # probed after some chain steps
@@ -466,30 +467,37 @@ def test_a_tree_that_commits_more_per_pass_wins_over_the_chain():
 
 def test_a_tree_that_does_not_pay_is_only_probed_now_and_then():
     tree = (2, 2, 1, 1)
-    cfg = ControllerConfig(probe_every=4, tree_probe=2, trees=(tree,))
-    ctrl = AdaptiveGamma(cfg, trees=True)
+    cfg = ControllerConfig(probe_every=4, tree_probe=2)
+    ctrl = AdaptiveGamma(cfg, trees=(tree,))
     plans = drive(ctrl, 120, chain_and_tree(1.2, tree_draft=0.004))
     trees = [i for i, p in enumerate(plans) if p == tree]
     assert trees and len(trees) <= 2 * (1 + 120 // (4 * cfg.probe_every))  # the first probe, then one every 16 chain steps
     assert all(isinstance(p, int) and p > 0 for i, p in enumerate(plans[1:], 1) if i not in trees)
-    # Without the flag (a drafter that drafts no trees) the controller never proposes one.
-    plain = AdaptiveGamma(cfg)
+    # Without trees (a drafter that drafts none) the controller never proposes one, whatever its config says.
+    plain = AdaptiveGamma(replace(cfg, trees=(tree,)))
     assert all(isinstance(p, int) for p in drive(plain, 60, chain_and_tree(4.6)))
+
+
+def test_the_candidate_trees_are_the_drafters_unless_the_config_names_others():
+    mine, theirs = ((3,), (2, 1, 0)), (2, 2, 1, 1)
+    assert AdaptiveGamma(ControllerConfig(), trees=(mine,)).trees == (mine,)
+    assert AdaptiveGamma(ControllerConfig(trees=(theirs,)), trees=(mine,)).trees == (theirs,)
+    assert ControllerConfig(trees=([[3], [2, 1, 0]],)).trees == (mine,)  # checked, in the one form
 
 
 def test_a_tree_is_never_deeper_than_the_limit_nor_past_the_time_cap():
     tree = (2, 2, 1, 1)
-    ctrl = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1, trees=(tree,)), trees=True)
+    ctrl = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1), trees=(tree,))
     drive(ctrl, 40, chain_and_tree(4.6))
     assert ctrl.choose(8) == tree and ctrl.choose(3) != tree
-    capped = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1, trees=(tree,), time_cap_s=0.0125),
-                           estimates=ctrl.estimates, trees=True)
+    capped = AdaptiveGamma(ControllerConfig(probe_every=1, tree_probe=1, time_cap_s=0.0125),
+                           estimates=ctrl.estimates, trees=(tree,))
     assert ctrl.tree_rate(tree) > 0 and capped.tree_rate(tree) == 0.0  # its pass costs more than 12.5 ms
     capped.observe(2, 1, 0.002, 0.0105, batch=1)  # alone, so only the cap keeps the tree out
     assert all(p != tree for p in [capped.choose(8) for _ in range(5)])
     # Before its first pass a request is not known to decode alone; in a batched pass a tree
     # widens every row to its slots: trees are for a request decoding alone.
-    assert isinstance(AdaptiveGamma(ctrl.config, estimates=ctrl.estimates, trees=True).choose(8), int)
+    assert isinstance(AdaptiveGamma(ctrl.config, estimates=ctrl.estimates, trees=(tree,)).choose(8), int)
     ctrl.observe(4, 2, 0.004, 0.011, slots=14, batch=2)
     assert all(isinstance(ctrl.choose(8), int) for _ in range(10))
     ctrl.observe(4, 2, 0.004, 0.011, batch=1)
@@ -500,7 +508,7 @@ def test_the_tree_or_chain_in_use_keeps_its_place_within_the_switch_margin():
     """Rates within ``switch_margin`` of each other do not swap the tree and the chain (their
     noisy estimates crossed back and forth); a clear lead does, either way."""
     tree = (2, 2, 1, 1)
-    ctrl = AdaptiveGamma(ControllerConfig(probe_every=1000, tree_probe=1, trees=(tree,), switch_margin=0.05), trees=True)
+    ctrl = AdaptiveGamma(ControllerConfig(probe_every=1000, tree_probe=1, switch_margin=0.05), trees=(tree,))
     drive(ctrl, 20, chain_and_tree(4.6))  # measured: the tree's record exists, no probe is due
     ctrl.estimates.probing, ctrl.estimates.since_probe = None, 0
     ctrl.best = lambda limit: (4, 100.0)  # the best chain: γ=4 at 100 steps/s

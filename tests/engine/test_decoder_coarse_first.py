@@ -183,6 +183,30 @@ def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
         assert chi_square_pvalue(empirical(target, drafter, prompt, 300), exact) < 1e-6
 
 
+@pytest.mark.slow
+def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distribution, chi_square_pvalue, monkeypatch):
+    """Three steps, the first a tree by node (two candidates drawn, a child under the first only:
+    its depth reads out one row and takes the first of its draws): the coarse codes are the
+    target's; the control, a residual that forgets to subtract q, is not."""
+    target, _, prompt = coarse_case(sharpened)
+    drafter = FeatureDrafter(target, tiny_draft_heads(target))
+    exact = exact_distribution(target, prompt, TokenPolicy(target.layout, SAMPLING), 3)
+    decoder = SpecDecoder(target, drafter)
+
+    def coarse_codes(n: int) -> Counter:
+        counts: Counter = Counter()
+        for seed in range(n):
+            gen = decoder.generate(prompt, DecodeConfig(SAMPLING, max_steps=3, seed=seed, tree=((2,), (1, 0))))
+            gen.run()
+            assert gen.stats.tree_passes >= 1
+            counts[tuple(tuple(step) for step in gen.generated.tolist())] += 1
+        return counts
+
+    assert chi_square_pvalue(coarse_codes(800), exact) > 1e-3
+    monkeypatch.setattr(tree_module, "residual", lambda p, q, token: p)
+    assert chi_square_pvalue(coarse_codes(800), exact) < 1e-6
+
+
 def test_a_delay_draft_is_refused_for_a_coarse_first_target():
     target = tiny_codec_lm(seed=8, n_codebooks=3, codebook_size=8, coarse_first=True)
     draft = codec_draft(target)

@@ -5,6 +5,7 @@ committed prefix). The whole-frames chi-square through the decoder is in test_de
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 
 import voicespec.engine.tree as tree_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import ControllerConfig, DynamicTree
+from voicespec.engine.controller import DEFAULT_TREES, ControllerConfig, DynamicTree, check_tree
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import FeatureDrafter, MedusaDrafter
 from voicespec.engine.drafters.base import DraftContext
@@ -35,6 +36,21 @@ def test_shape_arithmetic():
             TreeShape(bad)
     with pytest.raises(ValueError, match="trees"):
         DecodeConfig(SamplingConfig(lossy_top_k=2), tree=(2, 1))
+
+
+def test_a_tree_by_children_per_node():
+    t = TreeShape(((3,), (2, 0, 1), (1, 0, 2)))  # slots: 1, 2, 3 under the root; 4, 5 under 1, 6 under 3; 7 under 4, 8, 9 under 6
+    assert t.parents == (-1, 0, 0, 0, 1, 1, 3, 4, 6, 6) and t.nodes == 9 and t.depth == 3
+    assert t.children(2) == [] and t.children(5) == [] and t.children(6) == [8, 9]
+    assert str(t) == "3/2,0,1/1,0,2" and parse_tree(str(t)) == t.branching == ((3,), (2, 0, 1), (1, 0, 2))
+    assert parse_tree("2/2,2/1,1,1,1") == (2, 2, 1) == check_tree([[2], [2, 2], [1, 1, 1, 1]])  # alike per depth: one key
+    assert TreeShape(((2,), (2, 2))).parents == TreeShape((2, 2)).parents
+    for bad, why in (("3/2,1/1", "needs 3 counts"), ("2/0,0", "no node"), ("2/1,-1", "needs 2 counts"),
+                     ("8/8,8,8,8,8,8,8,8", "more than 64"), ("2/a", "per node depth by depth")):
+        with pytest.raises(ValueError, match=why):
+            parse_tree(bad)
+    with pytest.raises(ValueError, match="children per node"):
+        check_tree([[2], 2])
 
 
 def test_a_tree_from_its_parents():
@@ -97,10 +113,10 @@ def _sample_pairs(n: int, shape: TreeShape, seed: int = 1) -> Counter:
     for _ in range(n):
         tokens, q, p = [torch.tensor(0)], [q_root], [p_root]
         level = [0]
-        for b in shape.branching:
+        for group in shape.counts:
             nxt = []
-            for t in level:
-                picks = torch.multinomial(q[t], b, replacement=False, generator=g)
+            for t, b in zip(level, group):
+                picks = torch.multinomial(q[t], b, replacement=False, generator=g) if b else []
                 for tok in picks:
                     tokens.append(tok)
                     q.append(q_after[tok])
@@ -116,7 +132,7 @@ def _sample_pairs(n: int, shape: TreeShape, seed: int = 1) -> Counter:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("branching", [(3,), (2, 2), (4, 1)])
+@pytest.mark.parametrize("branching", [(3,), (2, 2), (4, 1), ((3,), (2, 0, 1))], ids=str)
 def test_sampling_commits_the_targets_distribution(branching, chi_square_pvalue, monkeypatch):
     p_root, p_after, _, _ = _two_level_case()
     exact = {(a, b): float(p_root[a] * p_after[a, b]) for a in range(V) for b in range(V)}
@@ -133,7 +149,7 @@ def coarse():
     return target, FeatureDrafter(target, tiny_draft_heads(target)), target.layout.prompt([1, 2, 3, 4])
 
 
-@pytest.mark.parametrize("branching", [(1, 1, 1), (2, 1), (3, 2, 1), (2, 2, 2, 2), DynamicTree(6, 3, 2),
+@pytest.mark.parametrize("branching", [(1, 1, 1), (2, 1), (3, 2, 1), (2, 2, 2, 2), ((3,), (2, 0, 1), (1, 0, 2)), DynamicTree(6, 3, 2),
                                        DynamicTree(12, 4, 3), DynamicTree(5, 5, 1)], ids=str)
 def test_greedy_trees_equal_plain_decoding_and_leave_the_committed_prefix(coarse, branching):
     target, drafter, prompt = coarse
@@ -184,6 +200,8 @@ def test_the_api_takes_a_tree_as_text(tiny_voice):
     options = request_options(tiny_voice, tree="dynamic:8", temperature=0)
     assert options.decode.tree == DynamicTree(8, 6, 4)
     assert request_options(tiny_voice, tree="2,1").decode.tree == (2, 1) == request_options(tiny_voice, tree=[2, 1]).decode.tree
+    by_node = request_options(tiny_voice, tree="3/2,1,0").decode.tree
+    assert by_node == ((3,), (2, 1, 0)) == request_options(tiny_voice, tree=[[3], [2, 1, 0]]).decode.tree
     with pytest.raises(ValueError, match="greedy"):
         request_options(tiny_voice, tree="dynamic", temperature=0.7)
     with pytest.raises(ValueError, match="tree"):
@@ -215,14 +233,15 @@ def test_each_tree_node_drafts_what_the_chain_drafter_would_after_its_path(coars
     node's children come from the distribution the one-by-one chain computes after its path —
     top tokens when greedy, ``q`` rows in slot order when sampling."""
     _, drafter, _ = coarse
-    shape = TreeShape((2, 2, 1))
-    for sampling in (SamplingConfig(temperature=0), SamplingConfig(temperature=0.9, top_k=6)):
+    for shape, sampling in itertools.product((TreeShape((2, 2, 1)), TreeShape(((3,), (2, 0, 1), (1, 0, 2)))),
+                                             (SamplingConfig(temperature=0), SamplingConfig(temperature=0.9, top_k=6))):
         gen, ctx = _context_after_a_step(coarse, sampling)
         draft = drafter.tree(ctx, shape)
         tokens = draft.tokens
         for slot in range(len(shape.parents)):
             children = shape.children(slot)
             if not children:
+                assert draft.q is None or not draft.q[slot].any()  # a leaf, or a node without children, proposes nothing
                 continue
             path = [slot]
             while path[-1]:
@@ -277,6 +296,20 @@ def test_the_controller_drafts_trees_where_they_pay_and_changes_no_token(coarse)
     assert not decoder.generate(prompt, DecodeConfig(greedy, gamma="auto", tree=(3,), controller=config.controller)).controller.trees
     lossy = SamplingConfig(temperature=0, lossy_top_k=2)
     assert not decoder.generate(prompt, DecodeConfig(lossy, gamma="auto", controller=config.controller)).controller.trees
+
+
+def test_draft_heads_carry_their_fitted_trees_to_the_controller(coarse):
+    target, drafter, prompt = coarse
+    assert drafter.trees == DEFAULT_TREES  # none fitted
+    heads = tiny_draft_heads(target)
+    heads.config.draft_trees = ["3/2,1,0", "2,2"]
+    fitted = FeatureDrafter(target, heads)
+    assert fitted.trees == (((3,), (2, 1, 0)), (2, 2))
+    assert SpecDecoder(target, fitted).generate(prompt, DecodeConfig(gamma="auto")).controller.trees == fitted.trees
+    for bad in (["3/2,1"], "3,1", [[3, 1]]):
+        heads.config.draft_trees = bad
+        with pytest.raises(ValueError, match="draft_trees"):
+            FeatureDrafter(target, heads)
 
 
 def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):

@@ -24,6 +24,8 @@ def test_valid_messages_parse_to_typed_messages():
     assert start.sampling_overrides() == {"temperature": 0.5, "top_k": 10, "top_p": 0.9, "repetition_penalty": 1.2}
     assert parse({"type": "start"}) == P.Start()
     assert parse({"type": "start", "gamma": "auto", "seed": None}) == P.Start(gamma="auto")
+    for tree in ([2, 2, 1], "2,2,1", [[3], [2, 1, 0]], "3/2,1,0", "dynamic:20:5:3"):  # per depth, per node, dynamic
+        assert parse({"type": "start", "tree": tree}) == P.Start(tree=tree)
     assert parse({"type": "text", "context_id": "a-1", "text": "Hi."}) == P.Text("a-1", "Hi.")
     assert parse({"type": "flush", "context_id": "a", "flush_id": 7}) == P.Flush("a", 7)
     assert parse({"type": "flush", "context_id": "a"}) == P.Flush("a", None)
@@ -60,6 +62,9 @@ def test_valid_messages_parse_to_typed_messages():
         ({"type": "start", "top_k": 2.5}, P.BAD_MESSAGE, "'top_k' must be an integer"),
         ({"type": "start", "gamma": -1}, P.BAD_MESSAGE, "gamma"),
         ({"type": "start", "gamma": "fast"}, P.BAD_MESSAGE, "gamma"),
+        ({"type": "start", "tree": [[3], [2, 1]]}, P.BAD_MESSAGE, "per node depth by depth"),  # 2 counts for 3 nodes
+        ({"type": "start", "tree": "3/2,x"}, P.BAD_MESSAGE, "'tree' must be"),
+        ({"type": "start", "tree": {"depth": 2}}, P.BAD_MESSAGE, "'tree' must be"),
         ({"type": "start", "sample_rate": 44000}, P.BAD_OPTION, "sample_rate must be one of"),
         ({"type": "start", "encoding": "mp3"}, P.BAD_OPTION, "encoding"),
         ({"type": "start", "audio_transport": "carrier-pigeon"}, P.BAD_OPTION, "audio_transport"),

@@ -32,6 +32,17 @@ def _trees(value: str) -> tuple[TreeSpec, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _budgets(value: str) -> tuple[tuple[int, int], ...]:
+    """``"14:4,15:5"``: (nodes, depth) pairs, each at least 1, nodes at most 64."""
+    try:
+        pairs = tuple((int(n), int(d)) for n, d in (x.split(":") for x in value.replace(",", " ").split()))
+    except ValueError:
+        pairs = ()
+    if not pairs or not all(1 <= n <= 64 and 1 <= d <= n for n, d in pairs):
+        raise argparse.ArgumentTypeError(f"expected NODES:DEPTH pairs (1 <= DEPTH <= NODES <= 64), e.g. 14:4,15:5, got {value!r}")
+    return pairs
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(x for x in value.replace(",", " ").split())
 
@@ -60,7 +71,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=device_arg, help=DEVICE_HELP)
     p.add_argument("--dtype", type=dtype_arg, help=DTYPE_HELP)
     p.add_argument("--trees", type=_trees, help="draft trees to try with each drafter that drafts them, "
-                                               "children per depth, ';'-separated: 2,1,1;3,2,1")
+                                               "children per depth or per node, ';'-separated: 2,1,1;3/2,1,0/1,1,1")
     p.add_argument("--lossy-top-k", type=int, help="also run each drafter with LOSSY top-k acceptance "
                                                    "(labelled lossy in every table; 0/unset: exact only)")
     p.add_argument("--no-peer", dest="peer", action="store_false", default=None, help="skip the transformers peers")
@@ -69,6 +80,10 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", action="store_true",
                    help="instead: local vs Ray Data synthesis and the plain server vs the Ray Serve ingress (the "
                         "`cluster` extra); writes cluster.json and cluster.md")
+    p.add_argument("--fit-tree", type=_budgets, metavar="NODES:DEPTH,...",
+                   help="instead: fit static draft trees to the feature drafter's measured greedy acceptance on the "
+                        "prompts (half to fit, half to check) for each budget, beside --trees (default: the "
+                        "controller's); writes tree_fit.json")
     p.add_argument("--cluster-items", type=int, default=16, help="--cluster: items for the synthesis comparison")
     p.add_argument("--cluster-workers", type=int, default=2, help="--cluster: Ray Data workers")
 
@@ -107,6 +122,8 @@ def run_bench(args: argparse.Namespace) -> int:
                                    config.max_steps)
         print(cluster_markdown(result))
         return 0
+    if args.fit_tree:
+        return _fit_trees(args, config)
     rss0 = machine.rss_mb()
     voice = load_voice(config.voice, config.device, config.dtype)
     result = Bench(config, voice, rss0).run()
@@ -120,3 +137,19 @@ def run_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def _fit_trees(args: argparse.Namespace, config: BenchConfig) -> int:
+    import json
+
+    from voicespec.bench.tree_fit import fit_markdown, fit_voice
+    from voicespec.engine.controller import ControllerConfig, DynamicTree
+    from voicespec.pipeline.voice import load_voice
+
+    voice = load_voice(config.voice, config.device, config.dtype)
+    compare = [t for t in (args.trees or ControllerConfig().trees) if not isinstance(t, DynamicTree)]
+    result = fit_voice(voice, config.prompts, args.fit_tree, compare, max_steps=config.max_steps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "tree_fit.json").write_text(json.dumps(result, indent=1))
+    print(fit_markdown(result))
+    return 0

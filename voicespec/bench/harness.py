@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import DynamicTree
+from voicespec.engine.controller import DynamicTree, tree_text
 from voicespec.engine.drafters import Drafter
 from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice
@@ -73,7 +73,7 @@ class Bench:
                 methods.append(EngineMethod(f"{name} γ={gamma}", target, drafter, gamma, name, peer))
             if getattr(drafter, "drafts_trees", False):
                 for tree in self.config.trees:
-                    label = tree if isinstance(tree, DynamicTree) else ",".join(map(str, tree))
+                    label = tree if isinstance(tree, DynamicTree) else tree_text(tree)
                     methods.append(EngineMethod(f"{name} tree={label}", target, drafter, "auto", name, None, tree=tree))
             if k := self.config.lossy_top_k:
                 methods.append(EngineMethod(f"{name} γ=auto LOSSY top-{k}", target, drafter, "auto", name, None,

@@ -6,12 +6,13 @@ protocol fields from these fields, and building a parser must not import torch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from voicespec.checks import is_int
 from voicespec.engine.controller import (
-    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, DynamicTree, FixedGamma, TreeSpec, check_gamma,
-    check_tree,
+    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, DynamicTree, FixedGamma, StaticTree, TreeSpec,
+    check_gamma, check_tree,
 )
 
 
@@ -92,12 +93,13 @@ class DecodeConfig:
         if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed <= MAX_SEED):
             raise ValueError(f"seed must be an integer in [0, 2**53 - 1], got {self.seed!r}")
 
-    def make_controller(self, memory: ControllerMemory | None = None, trees: bool = False) -> Controller:
+    def make_controller(self, memory: ControllerMemory | None = None, trees: Sequence[StaticTree] = ()) -> Controller:
         """γ's controller for one request; with ``memory``, an adaptive one starts from (and adds to)
-        what earlier requests with this sampling setting measured. ``trees``: the drafter drafts
-        trees, so an adaptive controller also weighs the candidate trees of ``controller``
-        (unless this request fixed its own tree, or accepts LOSSY, a rule for chains)."""
+        what earlier requests with this sampling setting measured. ``trees``: the drafter's
+        candidate trees (none: it drafts no trees), which an adaptive controller weighs against
+        chains (``controller.trees`` instead where set), unless this request fixed its own tree or
+        accepts LOSSY, a rule for chains."""
         if self.gamma != "auto":
             return FixedGamma(int(self.gamma))
         return AdaptiveGamma(self.controller, estimates=None if memory is None else memory.estimates(self.sampling),
-                             trees=trees and self.tree is None and not self.sampling.lossy_top_k)
+                             trees=() if self.tree is not None or self.sampling.lossy_top_k else trees)

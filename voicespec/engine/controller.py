@@ -33,29 +33,86 @@ def check_gamma(value: Any) -> int | str:
 MAX_TREE_NODES = 64
 
 
-def check_branching(branching: Any) -> tuple[int, ...]:
-    """The one rule for a tree's shape: a non-empty sequence of integers >= 1, at most
-    ``MAX_TREE_NODES`` draft nodes in all (standard library only: configs check it too)."""
+StaticTree = tuple[int, ...] | tuple[tuple[int, ...], ...]
+
+
+def check_branching(branching: Any) -> StaticTree:
+    """The one rule for a static tree's shape, in either of two forms:
+    - children per depth, every node of a depth alike: integers >= 1, e.g. ``(2, 2, 1)``;
+    - children per node, depth by depth (a tree fitted to measured acceptance, whose likelier
+      nodes get more children): at each depth one count >= 0 for each node of the depth above,
+      in slot order, and at least one node per depth, e.g. ``((3,), (2, 1, 0), (1, 1, 1))``.
+    At most ``MAX_TREE_NODES`` draft nodes in all. A per-node shape whose every depth gives all
+    its nodes one count is returned per depth, so that one tree has one key (standard library
+    only: configs check it too)."""
     try:
-        b = tuple(branching)
+        b = tuple(tuple(x) if isinstance(x, (list, tuple)) else x for x in branching)
     except TypeError:
         b = ()
-    if not b or not all(is_int(x) and x >= 1 for x in b):
-        raise ValueError(f"a tree needs branching factors >= 1 per depth, e.g. (2, 2, 1), got {branching!r}")
-    total = tree_nodes(b)
+    if b and all(isinstance(g, tuple) for g in b):
+        _check_per_node(b)
+        shape = tuple(g[0] for g in b) if all(len(set(g)) == 1 for g in b) else b
+    elif b and all(is_int(x) and x >= 1 for x in b):
+        shape = b
+    else:
+        raise ValueError(f"a tree is children per depth (integers >= 1, e.g. (2, 2, 1)) or children per node, depth by "
+                         f"depth (e.g. ((3,), (2, 1, 0), (1, 1, 1))), got {branching!r}")
+    total = tree_nodes(shape)
     if total > MAX_TREE_NODES:
         raise ValueError(f"a tree of {total} draft nodes is more than {MAX_TREE_NODES}")
-    return b
+    return shape
 
 
-def tree_nodes(branching: Sequence[int]) -> int:
-    """Draft nodes of a static tree (the root excluded): Σ over depths of the product so far."""
-    total, width = 0, 1
+def _check_per_node(groups: tuple[tuple[Any, ...], ...]) -> None:
+    """Children per node: one count per node of the depth above (the root alone first), each an
+    integer >= 0, every depth with a node."""
+    width = 1
+    for depth, g in enumerate(groups, start=1):
+        if len(g) != width or not all(is_int(x) and x >= 0 for x in g):
+            raise ValueError(f"depth {depth} of a per-node tree needs {width} counts >= 0 (one per node above), got {g!r}")
+        width = sum(g)
+        if width == 0:
+            raise ValueError(f"depth {depth} of a per-node tree has no node")
+        if width > MAX_TREE_NODES:
+            raise ValueError(f"a tree of more than {MAX_TREE_NODES} draft nodes, got {width} at depth {depth}")
+
+
+def tree_counts(branching: StaticTree) -> tuple[tuple[int, ...], ...]:
+    """Children per node, depth by depth, of a checked static tree in either form."""
+    if branching and isinstance(branching[0], tuple):
+        return branching  # type: ignore[return-value]
+    groups, width = [], 1
     for x in branching:
+        groups.append((x,) * width)
         width *= x
-        total += width
-    return total
+    return tuple(groups)
 
+
+def tree_nodes(branching: StaticTree) -> int:
+    """Draft nodes of a static tree (the root excluded)."""
+    return sum(sum(g) for g in tree_counts(branching))
+
+
+def tree_text(branching: StaticTree) -> str:
+    """Text form (CLI, protocol, bench): ``"2,2,1"`` per depth, ``"3/2,1,0/1,1,1"`` per node."""
+    if branching and isinstance(branching[0], tuple):
+        return "/".join(",".join(map(str, g)) for g in branching)
+    return ",".join(map(str, branching))
+
+
+def parse_static_tree(text: str) -> StaticTree:
+    """:func:`tree_text`'s inverse: ``"2,2,1"`` (or ``"2x2x1"``) or ``"3/2,1,0/1,1,1"``."""
+    try:
+        groups = [tuple(int(x) for x in g.replace("x", ",").split(",")) for g in text.strip().split("/")]
+    except ValueError:
+        raise ValueError(f"a tree is children per depth, e.g. 2,2,1, or per node depth by depth, e.g. 3/2,1,0/1,1,1, "
+                         f"got {text!r}") from None
+    return check_branching(groups[0] if len(groups) == 1 else groups)
+
+
+# A drafter's candidate trees when it has none fitted (measured on the shipped voice before its
+# fitted trees, greedy: three first candidates, then a chain under each, level with 2,2,1,1).
+DEFAULT_TREES: tuple[StaticTree, ...] = ((3, 1, 1, 1, 1),)
 
 MAX_TREE_TOP_K = 16
 
@@ -102,16 +159,16 @@ class DynamicTree:
         return f"dynamic:{self.nodes}:{self.depth}:{self.top_k}"
 
 
-TreeSpec = tuple[int, ...] | DynamicTree
+TreeSpec = StaticTree | DynamicTree
 
 
 def check_tree(value: Any) -> TreeSpec:
-    """The one rule for a draft tree: a static shape (children per depth, :func:`check_branching`)
-    or a :class:`DynamicTree` (also as its text form)."""
+    """The one rule for a draft tree: a static shape (:func:`check_branching`) or a
+    :class:`DynamicTree`, either also as its text form."""
     if isinstance(value, DynamicTree):
         return value
-    if isinstance(value, str) and value.strip().startswith("dynamic"):
-        return DynamicTree.parse(value)
+    if isinstance(value, str):
+        return DynamicTree.parse(value) if value.strip().startswith("dynamic") else parse_static_tree(value)
     return check_branching(value)
 
 
@@ -159,7 +216,7 @@ CHAIN = "chain"  # a probe of the chain while a tree wins
 
 
 class Controller(Protocol):
-    def choose(self, limit: int) -> int | tuple[int, ...]:
+    def choose(self, limit: int) -> int | StaticTree:
         """γ for the next step, at most ``limit``, or a static tree (children per depth) no deeper."""
 
     def observe(self, drafted: int, accepted: int, draft_s: float, verify_s: float, commit_s: float = 0.0,
@@ -196,11 +253,9 @@ class ControllerConfig:
     probe_every: int = 16  # while off, try a short draft after this many plain steps
     probe_gamma: int = 2
     time_cap_s: float | None = None  # per-step latency budget; never plan a step above it
-    # Static trees the adaptive controller weighs against chains, for a drafter that drafts trees
-    # (measured on the shipped voice, greedy: 3,1,1,1,1 — three first candidates, then a
-    # chain under each — level with 2,2,1,1 at 1 thread, -0.06 to +0.18x in five interleaved runs,
-    # and 0.10x ahead at 2 threads, what serve and synth run at; in sampling the chain wins).
-    trees: tuple[tuple[int, ...], ...] = ((3, 1, 1, 1, 1),)
+    # Static trees the adaptive controller weighs against chains, for a drafter that drafts trees;
+    # None: the drafter's own (fitted to its target's measured acceptance, else DEFAULT_TREES).
+    trees: tuple[StaticTree, ...] | None = None
     tree_probe: int = 6  # passes a tree is drafted in a row when (re)measured: one pass is too noisy a sample
     # A tree and the chain swap only when the other promises this fraction more steps per second:
     # their rates come from noisy timings, and where they were close they crossed back and forth
@@ -209,7 +264,8 @@ class ControllerConfig:
     switch_margin: float = 0.05
 
     def __post_init__(self) -> None:
-        self.trees = tuple(check_branching(t) for t in self.trees)
+        if self.trees is not None:
+            self.trees = tuple(check_branching(t) for t in self.trees)
         if not 0 <= self.switch_margin < 1:
             raise ValueError(f"switch_margin must be in [0, 1), got {self.switch_margin}")
 
@@ -301,14 +357,15 @@ class AdaptiveGamma:
     only the target's pass costs (the candidates of one request, engine/drafters/choice.py)."""
 
     def __init__(self, config: ControllerConfig | None = None, verify: CostLine | None = None,
-                 estimates: Estimates | None = None, trees: bool = False) -> None:
+                 estimates: Estimates | None = None, trees: Sequence[StaticTree] = ()) -> None:
         self.config = c = config or ControllerConfig()
         if c.gamma_max < 1:
             raise ValueError("gamma_max must be >= 1")
         self.estimates = estimates if estimates is not None else Estimates()
         if verify is not None:
             self.estimates.verify = verify
-        self.trees = c.trees if trees else ()  # the candidate trees (the drafter drafts trees)
+        # the candidate trees: the drafter's own (none: it drafts no trees), or the config's instead
+        self.trees = (tuple(trees) if c.trees is None else c.trees) if trees else ()
         self.batch = 0  # sessions in this request's last pass (0: no pass yet, so not known to be alone)
         self.off_steps = 0
 
@@ -359,7 +416,7 @@ class AdaptiveGamma:
         steps = expected_steps(alphas, g)
         return g, steps / max(step_cost(g, e.draft_cost or 0.0, self.verify_cost, self.commit_cost, steps), 1e-12)
 
-    def tree_rate(self, branching: tuple[int, ...]) -> float | None:
+    def tree_rate(self, branching: StaticTree) -> float | None:
         """Expected steps per second of drafting ``branching`` each step, from its record (None:
         never drafted); 0 when its step would break the time cap."""
         est = self.estimates.trees.get(branching)
@@ -371,11 +428,11 @@ class AdaptiveGamma:
         cap = self.config.time_cap_s
         return 0.0 if cap is not None and cost > cap else steps / max(cost, 1e-12)
 
-    def _tree_cost(self, branching: tuple[int, ...], draft_ratio: float, steps: float) -> float:
+    def _tree_cost(self, branching: StaticTree, draft_ratio: float, steps: float) -> float:
         return (len(branching) * draft_ratio * (self.draft_cost or 0.0) + self.verify_cost(tree_nodes(branching) + 1)
                 + self.commit_cost(steps))
 
-    def _fits_cap(self, branching: tuple[int, ...], rate: float | None) -> bool:
+    def _fits_cap(self, branching: StaticTree, rate: float | None) -> bool:
         """Whether drafting ``branching`` fits the time cap (one never drafted: priced as a
         chain of its depth plus a pass over its slots)."""
         cap = self.config.time_cap_s
@@ -385,7 +442,7 @@ class AdaptiveGamma:
             return self._tree_cost(branching, 1.0, expected_steps(self.alphas, len(branching))) <= cap
         return rate > 0
 
-    def choose(self, limit: int) -> int | tuple[int, ...]:
+    def choose(self, limit: int) -> int | StaticTree:
         c = self.config
         if self.draft_cost is None:  # measure the drafter once before judging it
             return self._probe(limit)
@@ -399,7 +456,7 @@ class AdaptiveGamma:
         self.off_steps = 0
         return self._tree_or(g, rate, limit)
 
-    def _tree_or(self, g: int, rate: float, limit: int) -> int | tuple[int, ...]:
+    def _tree_or(self, g: int, rate: float, limit: int) -> int | StaticTree:
         """While drafting pays: a tree that promises more steps per second than the best chain is
         drafted, else the chain (the one in use keeps its place until the other promises
         ``switch_margin`` more); a candidate never drafted is probed after ``probe_every`` steps

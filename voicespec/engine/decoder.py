@@ -90,7 +90,7 @@ class Generation:
         self.layout = layout
         self.config = config
         self.policy = TokenPolicy(layout, config.sampling)
-        self.controller = config.make_controller(decoder.memory, trees=getattr(decoder.drafter, "drafts_trees", False))
+        self.controller = config.make_controller(decoder.memory, trees=getattr(decoder.drafter, "trees", ()))
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
         # The fine stage draws from its own stream, so its codes depend only on the verified coarse
         # codes, not on how many draws verification made (same frames with speculation on or off).
@@ -143,9 +143,12 @@ class Generation:
     def _draft(self, gamma: int) -> Draft:
         if gamma == 0 or self.draft_session is None:
             return Draft(self.history[:0])
-        ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
-                           self._features())
-        return self.draft_session.propose(ctx, gamma)
+        return self.draft_session.propose(self.draft_context(), gamma)
+
+    def draft_context(self) -> DraftContext:
+        """What a drafter reads to propose the steps after the committed ones, now."""
+        return DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
+                            self._features())
 
     def _features(self) -> torch.Tensor | None:
         """The target's final hidden state that predicted the pending step: row ``_fine_from +
@@ -245,9 +248,7 @@ class Generation:
         pass (:mod:`voicespec.engine.tree`); the accepted path's keys, values and hidden states
         are then moved into place."""
         start = self.length - 1  # the pending step's position: the root
-        ctx = DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
-                           self._features())
-        draft = self.draft_session.propose_tree(ctx, spec)
+        draft = self.draft_session.propose_tree(self.draft_context(), spec)
         tree = draft.tree
         t1 = time.perf_counter()
         if self.target.length != start:

@@ -2,7 +2,9 @@
 
 A static tree is given by its branching per depth, e.g. ``(2, 2, 1)``: two candidates for the
 first drafted step, two continuations of each, one more after each of those (2 + 4 + 4 = 10
-nodes). Nodes are numbered breadth first, slot 0 being the pending step (the root). One target
+nodes); or by its children per node, depth by depth, e.g. ``3/2,1,0/1,1,1``: the likelier a
+node's path, the more candidates it gets (a tree fitted to measured acceptance,
+:mod:`voicespec.bench.tree_fit`). Nodes are numbered breadth first, slot 0 being the pending step (the root). One target
 pass reads every node at once: node ``t`` sits at RoPE position ``start + depth[t]`` and attends
 the committed prefix, its ancestors and itself (``ancestors``); its keys and values are written at
 slot ``start + t`` and the accepted path is moved into place afterwards
@@ -24,7 +26,7 @@ from functools import cached_property, lru_cache
 
 import torch
 
-from voicespec.engine.controller import check_branching
+from voicespec.engine.controller import StaticTree, check_branching, tree_counts, tree_text
 from voicespec.engine.sampling import sample
 from voicespec.engine.verify import residual
 
@@ -78,15 +80,18 @@ class DraftTree:
 
 
 class TreeShape(DraftTree):
-    """A static tree: ``branching[i]`` children for every node at depth ``i`` (the root, the
-    pending step, is depth 0); slots breadth first."""
+    """A static tree (:func:`~voicespec.engine.controller.check_branching`): ``branching`` as
+    children per depth, every node of a depth alike (``(2, 2, 1)``), or as children per node,
+    depth by depth; ``counts``: the latter form of either. Slots breadth first, a node's children
+    in its candidates' order (the first is its likeliest or first drawn)."""
 
-    def __init__(self, branching: tuple[int, ...]) -> None:
+    def __init__(self, branching: StaticTree) -> None:
         self.branching = check_branching(branching)
+        self.counts = tree_counts(self.branching)
         parents, level = [-1], [0]
-        for b in self.branching:
+        for group in self.counts:
             nxt = []
-            for node in level:
+            for node, b in zip(level, group):
                 for _ in range(b):
                     parents.append(node)
                     nxt.append(len(parents) - 1)
@@ -94,11 +99,11 @@ class TreeShape(DraftTree):
         super().__init__(tuple(parents))
 
     def __str__(self) -> str:
-        return ",".join(map(str, self.branching))
+        return tree_text(self.branching)
 
 
 @lru_cache(maxsize=64)
-def static_tree(branching: tuple[int, ...]) -> TreeShape:
+def static_tree(branching: StaticTree) -> TreeShape:
     """The :class:`TreeShape` of ``branching``, made once (its ancestor mask and depths with it)
     for every request that drafts it."""
     return TreeShape(branching)

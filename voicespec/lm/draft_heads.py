@@ -38,7 +38,8 @@ class DraftHeadsConfig(PretrainedConfig):
     model_type = "voicespec_draft_heads"
 
     def __init__(self, kind: str = "feature", hidden_size: int = 256, width: int = 1024, n_heads: int = 1,
-                 distill_temperature: float = 1.0, inference_weights: str = "float32", **kwargs: Any) -> None:
+                 distill_temperature: float = 1.0, inference_weights: str = "float32", draft_trees: list[str] | None = None,
+                 **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if inference_weights not in WEIGHTS:
@@ -51,6 +52,9 @@ class DraftHeadsConfig(PretrainedConfig):
         self.n_heads = n_heads
         self.distill_temperature = distill_temperature  # the temperature it was distilled at (provenance)
         self.inference_weights = inference_weights  # int8: the drafter reads quarter-size copies (training is float)
+        # static draft trees fitted to this drafter's acceptance on its target (text forms, e.g.
+        # "3/2,1,0/2,1,1"; `voicespec bench --fit-tree`): the adaptive controller's candidates
+        self.draft_trees = draft_trees or None  # checked where a drafter is built (voicespec.engine.drafters.feature)
         super().__init__(**kwargs)
 
 

@@ -109,7 +109,7 @@ class Start:
     latency_budget_ms: float | None = None
     drafter: str | None = None
     gamma: int | str | None = None
-    tree: list[int] | str | None = None  # children per depth of a static draft tree, or "dynamic[:N[:D[:K]]]"
+    tree: list[int] | list[list[int]] | str | None = None  # a static draft tree (per depth or per node), or "dynamic[:N[:D[:K]]]"
     pacing_lead_ms: float | None = None
     speed: float | None = None  # relative to the voice's own pace (voices with a duration predictor)
     word_timestamps: bool = False
@@ -194,8 +194,8 @@ def _check_field(name: str, value: Any, kind: str, cid: str | None) -> None:
         ok, what = _valid(check_gamma, value), "an integer >= 0 or \"auto\""
     elif kind == "tree":
         ok = isinstance(value, (list, str)) and _valid(check_tree, value)
-        what = ("a list of children per depth, e.g. [2, 2, 1] (at most 64 nodes), or \"dynamic[:NODES[:DEPTH[:TOP_K]]]\" "
-                "(greedy only)")
+        what = ("children per depth, e.g. [2, 2, 1] or \"2,2,1\", or per node depth by depth, e.g. [[3], [2, 1, 0]] or "
+                "\"3/2,1,0\" (at most 64 nodes), or \"dynamic[:NODES[:DEPTH[:TOP_K]]]\" (greedy only)")
     elif kind == "flush_id":
         ok = (isinstance(value, str) and len(value) <= FLUSH_ID_MAX) or is_int(value)
         what = f"a string (at most {FLUSH_ID_MAX} characters) or an integer"

@@ -17,7 +17,7 @@ import torch
 
 from voicespec.engine.drafters.base import Draft, DraftContext, draft_loop
 from voicespec.engine.layout import LayoutState, Prompt, TokenLayout
-from voicespec.engine.controller import DynamicTree
+from voicespec.engine.controller import DEFAULT_TREES, DynamicTree, StaticTree, parse_static_tree
 from voicespec.engine.tree import DraftTree, TreeShape
 
 if TYPE_CHECKING:  # the engine does not import model code; it is handed the models
@@ -49,6 +49,20 @@ def children_of(probs: torch.Tensor, b: int, generator: torch.Generator | None) 
     return torch.stack(rows)
 
 
+def fitted_trees(texts: list[str] | None) -> tuple[StaticTree, ...]:
+    """Draft heads' ``draft_trees`` (text forms, fitted to their target by ``voicespec bench
+    --fit-tree``) as trees; none fitted: :data:`DEFAULT_TREES`."""
+    if not texts:
+        return DEFAULT_TREES
+    what = 'the draft heads\' draft_trees must be a list of static trees as text, e.g. ["3/2,1,0/1,1,1"]'
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f"{what}, got {texts!r}")
+    try:
+        return tuple(parse_static_tree(t) for t in texts)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
+
+
 class HeadsSession:
     """Per request: nothing to keep between proposals (the target's session carries the state)."""
 
@@ -65,8 +79,10 @@ class HeadsSession:
     @torch.inference_mode()
     def propose_tree(self, ctx: DraftContext, spec: TreeShape | DynamicTree) -> TreeDraft:
         """A draft tree (see :mod:`voicespec.engine.tree`): one block call, one readout and one
-        policy call per depth for all its nodes. A static ``shape``: each node's children are its
-        ``q``'s top tokens (greedy) or drawn from it without replacement (sampling). A
+        policy call per depth for all its nodes that have children. A static ``shape``: each
+        node's children are its ``q``'s top tokens (greedy) or drawn from it without replacement
+        (sampling; a node with fewer children than its depth's most takes the first of its draws,
+        themselves a draw without replacement). A
         :class:`DynamicTree`: grown by the draft's path probabilities (greedy only)."""
         if isinstance(spec, DynamicTree):
             return self.drafter.dynamic_tree(ctx, spec)
@@ -97,6 +113,7 @@ class FeatureDrafter:
         # (f, e [N, D]) -> predicted f [N, D]; Medusa's heads run all at once instead
         self.block = heads.block() if heads.config.kind == "feature" else None
         self._readout = heads.readout(target.model.heads.weight)  # the target's own heads, [N, D] -> [N, V]
+        self.trees = fitted_trees(heads.config.draft_trees)  # the adaptive controller's candidates
 
     @property
     def layout(self) -> TokenLayout:
@@ -124,28 +141,41 @@ class FeatureDrafter:
         codes = [int(ctx.history[-1, 0])]  # per slot: its step's code (one per step: coarse-first)
         states = [ctx.state]  # per slot (the leaves' are never needed)
         paths = [ctx.generated] if history else None  # per slot: the generated steps up to and including it
-        q = [] if not policy.sampling.greedy else None
+        drawn: list[torch.Tensor] | None = [] if not policy.sampling.greedy else None  # q of each depth's nodes with children
+        drawn_slots: list[int] = []  # their slots
         f, level, steps = ctx.features[None], [0], ctx.history[-1:]  # the current depth's nodes: f [n, D], steps [n, G]
-        for d, b in enumerate(shape.branching):
+        for d, group in enumerate(shape.counts):  # children of each node of ``level``
+            if 0 in group:  # a per-node tree: only nodes with children are read out
+                rows = [i for i, b in enumerate(group) if b]
+                level, group, f, steps = [level[i] for i in rows], [group[i] for i in rows], f[rows], steps[rows]
             f, warped = self._expand(ctx, f, steps, d, [states[t] for t in level],
                                      None if paths is None else [paths[t] for t in level])
-            if q is None:
+            b = max(group)
+            if drawn is None:
                 picks = warped.topk(b, -1).indices  # [n, b]
             else:
-                q.append(policy.probs(warped))
-                picks = children_of(q[-1], b, ctx.generator)
-            steps, new = picks.reshape(-1, 1), picks.flatten().tolist()  # [n * b, G], in parents' order
-            parents = [t for t in level for _ in range(b)]
+                drawn.append(policy.probs(warped))
+                drawn_slots.extend(level)
+                picks = children_of(drawn[-1], b, ctx.generator)
+            if min(group) == b:  # every node b children
+                steps, parents, take = picks.reshape(-1, 1), [t for t in level for _ in range(b)], None
+            else:  # each node its first ``group[i]`` candidates
+                take = [i for i, c in enumerate(group) for _ in range(c)]
+                steps = picks[take, [j for c in group for j in range(c)]].view(-1, 1)
+                parents = [level[i] for i in take]
+            new = steps.flatten().tolist()  # [n'], in parents' order
             level = list(range(len(codes), len(codes) + len(new)))
             codes.extend(new)
             if d + 1 < shape.depth:
                 states.extend(layout.advance(states[t], c) for t, c in zip(parents, new))
                 if paths is not None:
                     paths.extend(torch.cat([paths[t], steps[j: j + 1]]) for j, t in enumerate(parents))
-                f = f if b == 1 else f.repeat_interleave(b, 0)
-        if q is not None:  # rows in slot order (breadth first: the inner nodes come first); the leaves propose nothing
-            q = torch.cat(q)
-            q = torch.cat([q, q.new_zeros(len(codes) - q.shape[0], q.shape[1])])
+                f = f[take] if take is not None else f if b == 1 else f.repeat_interleave(b, 0)
+        q = None
+        if drawn is not None:  # by slot; the leaves and the nodes without children propose nothing
+            q_rows = torch.cat(drawn)  # [inner nodes, V]
+            q = q_rows.new_zeros(len(codes), q_rows.shape[1])
+            q[drawn_slots] = q_rows
         return TreeDraft(shape, torch.tensor(codes, dtype=ctx.history.dtype).view(-1, 1), q)
 
     def dynamic_tree(self, ctx: DraftContext, spec: DynamicTree) -> TreeDraft:
