@@ -4,7 +4,7 @@ static tree against plain decoding (greedy, the default voice, the sample prompt
 interleaved sentence by sentence so that both see the same machine minutes. Prints the median and
 the per-pass mean of each part and the wall time per pass; the parts do not add up to the wall
 time (the rest is the decoder's own bookkeeping). Run it alone on the machine:
-``python scripts/pass_breakdown.py [--tree 2,2,1,1] [--threads 1] [--prompts 6]``."""
+``python scripts/pass_breakdown.py [--tree 2,2,1,1 | 3/2,1,0/2,1,1] [--threads 1] [--prompts 6]``."""
 
 import argparse
 import inspect
@@ -19,6 +19,7 @@ from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.drafters.feature import HeadsSession
 from voicespec.lm.codec_lm import CodecLMSession, FineWork
 from voicespec.lm.llama import LlamaStack
+from voicespec.options import parse_tree
 from voicespec.pipeline.voice import load_voice
 
 parser = argparse.ArgumentParser()
@@ -56,7 +57,7 @@ voice = load_voice(None)
 texts = [line.strip() for line in Path("samples/prompts.txt").read_text().splitlines() if line.strip()][: args.prompts]
 prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
 spec = decoder.SpecDecoder(voice.target, voice.drafter("feature"))
-tree = tuple(int(b) for b in args.tree.split(","))
+tree = parse_tree(args.tree)
 methods = {f"tree {args.tree}": tree, "plain": None}
 totals = {name: [0, 0, 0.0] for name in methods}  # passes, steps, seconds
 for i, prompt in enumerate([prompts[0], *prompts]):  # the first one twice: a warm-up

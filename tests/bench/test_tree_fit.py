@@ -3,6 +3,8 @@ themselves checked against real tree passes (each pass accepts what its start's 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from voicespec.bench.tree_fit import draft_ranks, fit_table, fit_tree, rank_paths, steps_per_pass, tree_of
@@ -62,3 +64,27 @@ def test_each_tree_pass_accepts_what_its_record_says():
         checked += 1
     gen.close()
     assert len(ranks) == gen.generated.shape[0] and checked >= 3
+
+
+def test_fit_tree_from_the_command_line(tmp_path, capsys):
+    """``voicespec bench --fit-tree`` on a tiny coarse-first voice given feature heads: one row
+    per budget and one per compared tree, in tree_fit.json and printed; bad budgets exit 2."""
+    from voicespec.cli import main
+    from voicespec.pipeline.tiny import build_tiny_voice
+    from voicespec.pipeline.voice import load_voice
+
+    folder = build_tiny_voice(tmp_path / "voice", layout="coarse")
+    tiny_draft_heads(load_voice(str(folder)).target).save_pretrained(folder / "drafters" / "feature")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Hello there. How are you?\nA third one.\n")
+    out = tmp_path / "out"
+    code = main(["bench", "--fit-tree", "4:2,6:3", "--trees", "2,1", "--voice", str(folder), "--prompts", str(prompts),
+                 "--max-steps", "20", "--out", str(out)])
+    assert code == 0
+    result = json.loads((out / "tree_fit.json").read_text())
+    assert [(r["nodes"] <= n, r["depth"] <= d) for r, (n, d) in zip(result["rows"], [(4, 2), (6, 3)])] == [(True, True)] * 2
+    assert result["rows"][-1]["text"] == "2,1" and len(result["rows"]) == 3 and sum(result["sentences"]) == 3
+    assert all(r["check_steps"] >= 1 for r in result["rows"]) and "| `2,1` | 4 | 2 |" in capsys.readouterr().out
+    for bad in ("5:9", "70:3", "4", "a:b"):
+        assert main(["bench", "--fit-tree", bad]) == 2
+        assert "NODES:DEPTH" in capsys.readouterr().err

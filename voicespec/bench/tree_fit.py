@@ -5,11 +5,12 @@ At every step of a greedy decode the drafter is run along the target's own conti
 candidates is recorded at each depth. A static tree whose node children are the draft's top
 candidates accepts exactly the longest prefix of that rank sequence which is one of its nodes'
 rank paths, so any tree's steps per pass can be read off the records without decoding again
-(:func:`steps_per_pass`). For a budget of nodes, the tree that accepts the most keeps the most
-frequent rank paths: a path is never more frequent than its prefix, so the kept paths form a
-tree; they are kept rank-contiguous too (a node's children are its first candidates, as the
-drafter orders them). The fit is for greedy decoding, where acceptance is a token match; a tree
-for sampling is judged by the bench.
+(:func:`steps_per_pass`). For a budget of nodes the fit keeps the most frequent rank paths, one at
+a time: a path is never more frequent than its prefix, so they form a tree, and a path joins only
+after its elder sibling (a node's children are its first candidates, as the drafter orders
+them), so the fit is the best tree of its size wherever frequencies fall with rank, as they do
+here. It is for greedy decoding, where acceptance is a token match; a tree for sampling is
+judged by the bench.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def tree_of(paths: set[RankPath]) -> StaticTree:
 
 
 def fit_tree(ranks: Sequence[Sequence[int]], nodes: int, depth: int) -> StaticTree:
-    """The tree of at most ``nodes`` nodes and ``depth`` depths that accepts the most over
-    ``ranks``: the most frequent rank paths, each added once its parent and its elder sibling are."""
+    """A tree of at most ``nodes`` nodes and ``depth`` depths for ``ranks``: the most frequent rank
+    paths, each added once its parent and its elder sibling are (see the module docstring)."""
     freq: Counter[RankPath] = Counter(tuple(r[:d]) for r in ranks for d in range(1, min(len(r), depth) + 1))
     kept: set[RankPath] = set()
     while len(kept) < nodes:
@@ -150,10 +151,12 @@ def fit_voice(voice, texts: Sequence[str], budgets: Sequence[tuple[int, int]], c
 
 
 def fit_markdown(result: dict) -> str:
-    """The fit as a table, best held-out first within each node budget's rows as given."""
+    """The fit as a Markdown table, its rows in order: the fits by budget, then the compared trees."""
     fit_n, check_n = result["sentences"]
     lines = [f"Draft trees for `{result['drafter']}`, greedy: steps per pass read off teacher-forced draft ranks "
-             f"({result['records'][0]} steps of {fit_n} sentences to fit, {result['records'][1]} of {check_n} to check)", "",
+             f"({result['records'][0]} steps of {fit_n} sentences to fit, {result['records'][1]} of {check_n} to check). "
+             "A pass is read at every step; in a decode passes start after a miss, where drafts fare worse, so "
+             "they commit fewer: compare trees here, measure them with the bench.", "",
              "| tree | nodes | depth | steps/pass (fit) | steps/pass (held out) |", "|---|---:|---:|---:|---:|"]
     for r in result["rows"]:
         lines.append(f"| `{r['text']}` | {r['nodes']} | {r['depth']} | {r['fit_steps']:.3f} | {r['check_steps']:.3f} |")

@@ -66,8 +66,9 @@ def _typed(convert, what: str):
 
 gamma_arg = _typed(parse_gamma, "gamma")
 tree_arg = _typed(parse_tree, "tree")
-TREE_HELP = ("draft a tree every step and verify it in one pass: static, children per depth, e.g. 2,2,1, or "
-             "dynamic[:NODES[:DEPTH[:TOP_K]]] grown from the draft's confidence (greedy only) "
+TREE_HELP = ("draft a tree every step and verify it in one pass: static, children per depth, e.g. 2,2,1, or per "
+             "node depth by depth, e.g. 3/2,1,0/2,1,1, or dynamic[:NODES[:DEPTH[:TOP_K]]] grown from the draft's "
+             "confidence (greedy only) "
              "(drafters that draft trees: the feature heads)")
 device_arg = _typed(check_device, "device")
 dtype_arg = _typed(check_dtype, "dtype")
