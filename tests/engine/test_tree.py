@@ -51,6 +51,8 @@ def test_a_tree_by_children_per_node():
             parse_tree(bad)
     with pytest.raises(ValueError, match="children per node"):
         check_tree([[2], 2])
+    with pytest.raises(ValueError, match="more than 64"):  # sized by arithmetic, not by listing a billion nodes
+        check_tree([10**9, 10**9, 10**9])
 
 
 def test_a_tree_from_its_parents():
