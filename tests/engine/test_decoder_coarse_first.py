@@ -202,9 +202,9 @@ def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distri
             counts[tuple(tuple(step) for step in gen.generated.tolist())] += 1
         return counts
 
-    assert chi_square_pvalue(coarse_codes(800), exact) > 1e-3
+    assert chi_square_pvalue(coarse_codes(500), exact) > 1e-3
     monkeypatch.setattr(tree_module, "residual", lambda p, q, token: p)
-    assert chi_square_pvalue(coarse_codes(800), exact) < 1e-6
+    assert chi_square_pvalue(coarse_codes(400), exact) < 1e-6
 
 
 def test_a_delay_draft_is_refused_for_a_coarse_first_target():
