@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, ControllerMemory, expected_steps, step_cost
+from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, ControllerMemory, expected_steps, step_cost, tree_text
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.work import drive_batch
 from voicespec.pipeline.voice import load_voice
@@ -67,6 +67,6 @@ for r in range(args.rounds):
             for tree in c.trees:
                 rec, rate = e.trees.get(tree), c.tree_rate(tree)
                 if rec is not None and rate is not None:
-                    print(f"  tree {','.join(map(str, tree))}: {rec.passes:.1f} passes (decayed), "
+                    print(f"  tree {tree_text(tree)}: {rec.passes:.1f} passes (decayed), "
                           f"{rec.mean_steps(expected_steps(c.alphas, len(tree)), c.config.shrinkage):.2f} steps per pass, "
                           f"draft {rec.draft_ratio:.2f}x a chained step per depth, expected {rate:.1f} steps/s")

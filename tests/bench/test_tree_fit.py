@@ -85,6 +85,13 @@ def test_fit_tree_from_the_command_line(tmp_path, capsys):
     assert [(r["nodes"] <= n, r["depth"] <= d) for r, (n, d) in zip(result["rows"], [(4, 2), (6, 3)])] == [(True, True)] * 2
     assert result["rows"][-1]["text"] == "2,1" and len(result["rows"]) == 3 and sum(result["sentences"]) == 3
     assert all(r["check_steps"] >= 1 for r in result["rows"]) and "| `2,1` | 4 | 2 |" in capsys.readouterr().out
+    # Without --trees the drafter's own (none fitted to these heads: 3,1,1,1,1) are judged beside the fits,
+    # read to their full depth.
+    assert main(["bench", "--fit-tree", "3:2", "--voice", str(folder), "--prompts", str(prompts), "--max-steps", "20",
+                 "--out", str(out)]) == 0
+    rows = json.loads((out / "tree_fit.json").read_text())["rows"]
+    assert [r["text"] for r in rows[1:]] == ["3,1,1,1,1"] and rows[1]["depth"] == 5
+    capsys.readouterr()
     for bad in ("5:9", "70:3", "4", "a:b"):
         assert main(["bench", "--fit-tree", bad]) == 2
         assert "NODES:DEPTH" in capsys.readouterr().err

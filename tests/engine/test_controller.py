@@ -483,6 +483,9 @@ def test_the_candidate_trees_are_the_drafters_unless_the_config_names_others():
     assert AdaptiveGamma(ControllerConfig(), trees=(mine,)).trees == (mine,)
     assert AdaptiveGamma(ControllerConfig(trees=(theirs,)), trees=(mine,)).trees == (theirs,)
     assert ControllerConfig(trees=([[3], [2, 1, 0]],)).trees == (mine,)  # checked, in the one form
+    assert AdaptiveGamma(ControllerConfig(), trees=([[3], [2, 1, 0]],)).trees == (mine,)  # hashable keys
+    with pytest.raises(ValueError, match="tree"):
+        AdaptiveGamma(ControllerConfig(), trees=((0, 1),))
 
 
 def test_a_tree_is_never_deeper_than_the_limit_nor_past_the_time_cap():

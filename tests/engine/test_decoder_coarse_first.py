@@ -185,9 +185,9 @@ def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
 
 @pytest.mark.slow
 def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distribution, chi_square_pvalue, monkeypatch):
-    """Three steps, the first a tree by node (two candidates drawn, a child under the first only:
-    its depth reads out one row and takes the first of its draws): the coarse codes are the
-    target's; the control, a residual that forgets to subtract q, is not."""
+    """Three steps, the first a tree by node (two candidates, then two children under the first
+    and one under the second: the second takes the first of its two draws): the coarse codes
+    are the target's; the control, a residual that forgets to subtract q, is not."""
     target, _, prompt = coarse_case(sharpened)
     drafter = FeatureDrafter(target, tiny_draft_heads(target))
     exact = exact_distribution(target, prompt, TokenPolicy(target.layout, SAMPLING), 3)
@@ -196,7 +196,7 @@ def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distri
     def coarse_codes(n: int) -> Counter:
         counts: Counter = Counter()
         for seed in range(n):
-            gen = decoder.generate(prompt, DecodeConfig(SAMPLING, max_steps=3, seed=seed, tree=((2,), (1, 0))))
+            gen = decoder.generate(prompt, DecodeConfig(SAMPLING, max_steps=3, seed=seed, tree=((2,), (2, 1))))
             gen.run()
             assert gen.stats.tree_passes >= 1
             counts[tuple(tuple(step) for step in gen.generated.tolist())] += 1

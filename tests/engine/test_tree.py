@@ -319,6 +319,12 @@ def test_a_drafter_that_cannot_draft_trees_is_refused(coarse):
     medusa = MedusaDrafter(target, tiny_draft_heads(target, "medusa", n_heads=2))
     with pytest.raises(ValueError, match="does not draft trees"):
         SpecDecoder(target, medusa).generate(prompt, DecodeConfig(tree=(2, 1)))
+    # Nor does the controller offer it one, however long it decodes (its probes would draft it).
+    assert medusa.trees == ()
+    gen = SpecDecoder(target, medusa).generate(prompt, DecodeConfig(SamplingConfig(temperature=0), gamma="auto", max_steps=30,
+                                                                     controller=ControllerConfig(probe_every=1)))
+    gen.run()
+    assert not gen.controller.trees and gen.stats.tree_passes == 0
 
 
 def test_tree_passes_batch_with_chain_and_plain_passes(coarse):

@@ -83,7 +83,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fit-tree", type=_budgets, metavar="NODES:DEPTH,...",
                    help="instead: fit static draft trees to the feature drafter's measured greedy acceptance on the "
                         "prompts (half to fit, half to check) for each budget, beside --trees (default: the "
-                        "controller's); writes tree_fit.json")
+                        "drafter's own); writes tree_fit.json")
     p.add_argument("--cluster-items", type=int, default=16, help="--cluster: items for the synthesis comparison")
     p.add_argument("--cluster-workers", type=int, default=2, help="--cluster: Ray Data workers")
 
@@ -143,11 +143,11 @@ def _fit_trees(args: argparse.Namespace, config: BenchConfig) -> int:
     import json
 
     from voicespec.bench.tree_fit import fit_markdown, fit_voice
-    from voicespec.engine.controller import ControllerConfig, DynamicTree
+    from voicespec.engine.controller import DynamicTree
     from voicespec.pipeline.voice import load_voice
 
     voice = load_voice(config.voice, config.device, config.dtype)
-    compare = [t for t in (args.trees or ControllerConfig().trees) if not isinstance(t, DynamicTree)]
+    compare = [t for t in (args.trees or voice.drafter("feature").trees) if not isinstance(t, DynamicTree)]
     result = fit_voice(voice, config.prompts, args.fit_tree, compare, max_steps=config.max_steps)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tree_fit.json").write_text(json.dumps(result, indent=1))

@@ -42,7 +42,7 @@ def draft_ranks(target, drafter, prompts: Sequence[Prompt], depth: int = 8, max_
         contexts = []
         while not gen.done:
             ctx = gen.draft_context()
-            contexts.append(replace(ctx, history=ctx.history.clone(), features=ctx.features.clone()))
+            contexts.append(replace(ctx, features=ctx.features.clone()))  # history: a view of rows never rewritten
             gen.step()
         full = gen.history
         for ctx in contexts:
@@ -139,11 +139,11 @@ def fit_table(fit: Sequence[Sequence[int]], check: Sequence[Sequence[int]], budg
 def fit_voice(voice, texts: Sequence[str], budgets: Sequence[tuple[int, int]], compare: Sequence[StaticTree] = (),
               drafter: str = "feature", max_steps: int = 2000) -> dict:
     """:func:`fit_table` for ``voice``'s ``drafter`` on ``texts``: the sentences taken in turn
-    for fitting and for checking (even and odd), records as deep as the deepest budget."""
+    for fitting and for checking (even and odd), records as deep as the deepest budget or tree."""
     prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
     if len(prompts) < 2:
         raise ValueError("fitting a tree needs two sentences at least (one to fit, one to check)")
-    depth = max(d for _, d in budgets)
+    depth = max([d for _, d in budgets] + [len(tree_counts(t)) for t in compare])  # every tree read to its full depth
     ranks = [draft_ranks(voice.target, voice.drafter(drafter), prompts[i::2], depth, max_steps) for i in (0, 1)]
     rows = fit_table(ranks[0], ranks[1], budgets, compare)
     return {"drafter": drafter, "sentences": [len(prompts[0::2]), len(prompts[1::2])],

@@ -68,9 +68,9 @@ class SamplingConfig:
 @dataclass(frozen=True)
 class DecodeConfig:
     """``gamma``: draft length per step, or ``"auto"`` for the adaptive controller. ``tree``: a
-    draft tree verified in one pass (:mod:`voicespec.engine.tree`) — children per depth of a static
-    one, e.g. ``(2, 2, 1)``, or a :class:`DynamicTree` (greedy only); with a tree every step
-    drafts one, whatever ``gamma``."""
+    draft tree verified in one pass (:mod:`voicespec.engine.tree`) — a static one, children per
+    depth (``(2, 2, 1)``) or per node (``((3,), (2, 1, 0))``), or a :class:`DynamicTree` (greedy
+    only); with a tree every step drafts one, whatever ``gamma``."""
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     gamma: int | str = 4

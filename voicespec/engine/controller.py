@@ -97,6 +97,8 @@ def tree_nodes(branching: StaticTree) -> int:
     for x in branching:
         width *= x  # type: ignore[operator]
         total += width
+        if total > MAX_TREE_NODES:
+            break  # too many already: the check refuses it
     return total
 
 
@@ -175,7 +177,12 @@ def check_tree(value: Any) -> TreeSpec:
     if isinstance(value, DynamicTree):
         return value
     if isinstance(value, str):
-        return DynamicTree.parse(value) if value.strip().startswith("dynamic") else parse_static_tree(value)
+        if value.strip().startswith("dynamic"):
+            return DynamicTree.parse(value)
+        try:
+            return parse_static_tree(value)
+        except ValueError as e:
+            raise ValueError(f"{e}; or a dynamic tree, dynamic[:NODES[:DEPTH[:TOP_K]]] (greedy only)") from None
     return check_branching(value)
 
 
@@ -372,7 +379,7 @@ class AdaptiveGamma:
         if verify is not None:
             self.estimates.verify = verify
         # the candidate trees: the drafter's own (none: it drafts no trees), or the config's instead
-        self.trees = (tuple(trees) if c.trees is None else c.trees) if trees else ()
+        self.trees = (tuple(check_branching(t) for t in trees) if c.trees is None else c.trees) if trees else ()
         self.batch = 0  # sessions in this request's last pass (0: no pass yet, so not known to be alone)
         self.off_steps = 0
 

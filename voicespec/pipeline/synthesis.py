@@ -283,7 +283,7 @@ class SynthesisStream:
 
 
 def request_options(voice: Voice, *, drafter: str | None = None, gamma: int | str = "auto",
-                    tree: Sequence[int] | str | None = None, seed: int | None = None, speed: float = 1.0,
+                    tree: Sequence[int] | Sequence[Sequence[int]] | str | None = None, seed: int | None = None, speed: float = 1.0,
                     sample_rate: int | None = None, max_steps: int | None = None, timestamps: bool = False,
                     **sampling: Any) -> SynthesisOptions:
     """:class:`SynthesisOptions` from keyword options, as the Python API takes them: sampling

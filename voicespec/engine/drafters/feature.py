@@ -113,7 +113,8 @@ class FeatureDrafter:
         # (f, e [N, D]) -> predicted f [N, D]; Medusa's heads run all at once instead
         self.block = heads.block() if heads.config.kind == "feature" else None
         self._readout = heads.readout(target.model.heads.weight)  # the target's own heads, [N, D] -> [N, V]
-        self.trees = fitted_trees(heads.config.draft_trees)  # the adaptive controller's candidates
+        # the adaptive controller's candidate trees (Medusa heads, sharing this class, draft none)
+        self.trees = fitted_trees(heads.config.draft_trees) if self.drafts_trees else ()
 
     @property
     def layout(self) -> TokenLayout:
