@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import StaticTree, check_branching, tree_counts, tree_text
+from voicespec.engine.controller import StaticTree, check_branching, tree_counts, tree_nodes, tree_text
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.layout import Prompt
 
@@ -71,12 +71,17 @@ def steps_per_pass(ranks: Sequence[Sequence[int]], tree: StaticTree) -> float:
     return 1 + total / max(len(ranks), 1)
 
 
+def _children(level: list[RankPath], group: Sequence[int]) -> list[RankPath]:
+    """The next depth's rank paths: ``group[i]`` children under ``level[i]``, in slot order."""
+    return [p + (r,) for p, b in zip(level, group) for r in range(b)]
+
+
 def rank_paths(tree: StaticTree) -> set[RankPath]:
     """Every node of a static tree as the ranks of the candidates on its path."""
     paths: set[RankPath] = set()
     level: list[RankPath] = [()]
     for group in tree_counts(tree):
-        level = [p + (r,) for p, b in zip(level, group) for r in range(b)]
+        level = _children(level, group)
         paths.update(level)
     return paths
 
@@ -97,7 +102,7 @@ def tree_of(paths: set[RankPath]) -> StaticTree:
         if not any(group):
             return check_branching(tuple(groups))
         groups.append(tuple(group))
-        level = [p + (r,) for p, b in zip(level, group) for r in range(b)]
+        level = _children(level, group)
 
 
 def fit_tree(ranks: Sequence[Sequence[int]], nodes: int, depth: int) -> StaticTree:
@@ -131,8 +136,7 @@ def fit_table(fit: Sequence[Sequence[int]], check: Sequence[Sequence[int]], budg
     the records it was fitted to and on held-out ones."""
     rows = []
     for tree in [*(fit_tree(fit, n, d) for n, d in budgets), *compare]:
-        paths = rank_paths(tree)
-        rows.append(FitRow(tree, len(paths), max(len(p) for p in paths), steps_per_pass(fit, tree), steps_per_pass(check, tree)))
+        rows.append(FitRow(tree, tree_nodes(tree), len(tree), steps_per_pass(fit, tree), steps_per_pass(check, tree)))
     return rows
 
 
@@ -143,7 +147,7 @@ def fit_voice(voice, texts: Sequence[str], budgets: Sequence[tuple[int, int]], c
     prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
     if len(prompts) < 2:
         raise ValueError("fitting a tree needs two sentences at least (one to fit, one to check)")
-    depth = max([d for _, d in budgets] + [len(tree_counts(t)) for t in compare])  # every tree read to its full depth
+    depth = max([d for _, d in budgets] + [len(t) for t in compare])  # every tree read to its full depth
     ranks = [draft_ranks(voice.target, voice.drafter(drafter), prompts[i::2], depth, max_steps) for i in (0, 1)]
     rows = fit_table(ranks[0], ranks[1], budgets, compare)
     return {"drafter": drafter, "sentences": [len(prompts[0::2]), len(prompts[1::2])],

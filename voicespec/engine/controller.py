@@ -77,9 +77,14 @@ def _check_per_node(groups: tuple[tuple[Any, ...], ...]) -> None:
             raise ValueError(f"a tree of more than {MAX_TREE_NODES} draft nodes, got {width} at depth {depth}")
 
 
+def per_node(branching: StaticTree) -> bool:
+    """Whether a checked static tree is in the per-node form (else per depth)."""
+    return bool(branching) and isinstance(branching[0], tuple)
+
+
 def tree_counts(branching: StaticTree) -> tuple[tuple[int, ...], ...]:
     """Children per node, depth by depth, of a checked static tree in either form."""
-    if branching and isinstance(branching[0], tuple):
+    if per_node(branching):
         return branching  # type: ignore[return-value]
     groups, width = [], 1
     for x in branching:
@@ -91,7 +96,7 @@ def tree_counts(branching: StaticTree) -> tuple[tuple[int, ...], ...]:
 def tree_nodes(branching: StaticTree) -> int:
     """Draft nodes of a static tree (the root excluded); per depth by arithmetic, not by listing
     the nodes (it sizes unchecked input: ``[10**9, 10**9]`` must cost nothing to refuse)."""
-    if branching and isinstance(branching[0], tuple):
+    if per_node(branching):
         return sum(sum(g) for g in branching)  # type: ignore[misc]
     total, width = 0, 1
     for x in branching:
@@ -104,7 +109,7 @@ def tree_nodes(branching: StaticTree) -> int:
 
 def tree_text(branching: StaticTree) -> str:
     """Text form (CLI, protocol, bench): ``"2,2,1"`` per depth, ``"3/2,1,0/1,1,1"`` per node."""
-    if branching and isinstance(branching[0], tuple):
+    if per_node(branching):
         return "/".join(",".join(map(str, g)) for g in branching)
     return ",".join(map(str, branching))
 

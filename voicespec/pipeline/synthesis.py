@@ -27,7 +27,7 @@ from voicespec.engine.stats import DecodeStats
 from voicespec.codec.stream import CodecFlush, CodecPush
 from voicespec.engine.work import Work, outputs
 from voicespec.frontend.timestamps import Timestamp, Timestamps, sentence_timestamps
-from voicespec.options import SAMPLING_OPTIONS, check_sample_rate, check_speed, parse_tree
+from voicespec.options import SAMPLING_OPTIONS, check_sample_rate, check_speed
 from voicespec.pipeline.frame_cache import frame_key
 from voicespec.pipeline.voice import Voice
 
@@ -294,7 +294,7 @@ def request_options(voice: Voice, *, drafter: str | None = None, gamma: int | st
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; sampling options are {', '.join(sorted(known))}")
     decode = DecodeConfig(replace(voice.sampling, **sampling), gamma=gamma, seed=seed,
-                          tree=None if tree is None else parse_tree(tree) if isinstance(tree, str) else tuple(tree),
+                          tree=tree,  # any form: DecodeConfig checks it (check_tree)
                           **({} if max_steps is None else {"max_steps": max_steps}))
     return SynthesisOptions(decode, drafter=drafter, sample_rate=sample_rate, speed=speed, timestamps=timestamps)
 
