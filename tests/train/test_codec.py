@@ -163,3 +163,31 @@ def test_a_whole_codec_trains_with_the_istft_decoder(tmp_path):
     codec = Codec.from_folder(train_codec(tmp_path / "data", tmp_path / "run", cfg, TINY_RUN, **QUIET))
     assert isinstance(codec.model.decoder, IstftDecoder) and codec.config.extra["training"]["steps"] == 3
     assert codec.decode(codec.encode(torch.randn(1600) * 0.1)).shape == (1600,)
+
+
+def test_adversarial_decoder_training_keeps_every_code_and_resumes_both_players(tmp_path):
+    """`--adversarial`: the discriminators train beside the decoder, ride in the checkpoint (a resume
+    continues them), are never exported, and every code stays what it was."""
+    _fake_corpus(tmp_path / "data")
+    first = train_codec(tmp_path / "data", tmp_path / "a", TINY_CODEC, TINY_RUN, **QUIET)
+    config = dataclasses.replace(TINY_RUN, max_steps=5, decoder_only=True, adversarial=True, judged_s=0.1)
+    run = tmp_path / "b"
+    logs: list[str] = []
+    tuned = train_codec(tmp_path / "data", run, TINY_CODEC, config, init_from=first, log=logs.append)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert set(state["adversary"]) == {"model", "optimizer"} and state["step"] == 5
+    disc_before = {k: v.clone() for k, v in state["adversary"]["model"].items()}
+    a, b = Codec.from_folder(first), Codec.from_folder(tuned)
+    assert not any("subs" in k for k in b.model.state_dict())  # only the generator ships
+    x = torch.randn(16000) * 0.1
+    assert torch.equal(a.encode(x), b.encode(x))
+    assert not torch.allclose(a.decode(a.encode(x)), b.decode(a.encode(x)))
+
+    train_codec(tmp_path / "data", run, TINY_CODEC, dataclasses.replace(config, max_steps=7), log=logs.append)
+    resumed = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert any(line.startswith("resumed at step 5 ") for line in logs) and resumed["step"] == 7
+    assert resumed["adversary"]["optimizer"]["state"][0]["step"] == 2 + state["adversary"]["optimizer"]["state"][0]["step"]
+    assert any(not torch.equal(disc_before[k], v) for k, v in resumed["adversary"]["model"].items())
+    with pytest.raises(ValueError, match="decoder-only"):
+        train_codec(tmp_path / "data", tmp_path / "c", TINY_CODEC, dataclasses.replace(config, decoder_only=False),
+                    init_from=first, **QUIET)

@@ -37,6 +37,9 @@ def add_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-from", help="start from an exported codec folder (weights + step/time counts)")
     p.add_argument("--decoder-only", action="store_true",
                    help="train only the decoder: every code stays the same, so an LM trained on them stays valid")
+    p.add_argument("--adversarial", action="store_true",
+                   help="decoder-only, plus multi-period and multi-resolution discriminators (LSGAN + feature "
+                        "matching); implies --decoder-only")
     p.add_argument("--decoder", choices=DECODERS,
                    help="decoder architecture (default: the --init-from codec's, else seanet); with --init-from "
                         "a different one starts fresh on the start's encoder and quantizer")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -69,15 +69,45 @@ class Scores:
     items: list[dict]  # per sentence: reference, hypothesis, word errors
 
 
-def score(pairs: Iterable[tuple[str, str]]) -> Scores:
-    """Corpus WER/CER of (reference, hypothesis) pairs, after :func:`canonical_words`."""
-    canon = [(" ".join(canonical_words(r)), " ".join(canonical_words(h))) for r, h in pairs]
+def canonical_text(text: str) -> str:
+    return " ".join(canonical_words(text))
+
+
+def score(pairs: Iterable[tuple[str, str]], normalize: Callable[[str], str] = canonical_text) -> Scores:
+    """Corpus WER/CER of (reference, hypothesis) pairs, both sides after ``normalize`` (by default
+    :func:`canonical_words`; the Whisper judge uses Whisper's own English normalizer)."""
+    canon = [(normalize(r), normalize(h)) for r, h in pairs]
     rates = corpus_error_rates(canon)
     items = [{"ref": r, "hyp": h, "word_errors": edit_distance(r.split(), h.split())} for r, h in canon]
     return Scores(rates["wer"], rates["cer"], sum(len(r.split()) for r, _ in canon), items)
 
 
-class PocketSphinxJudge:
+class Judge:
+    """A recognizer nobody here trained: ``transcribe`` mono PCM, ``judge`` items by corpus WER/CER
+    after the judge's own text ``normalize``."""
+
+    name = "judge"
+    normalize: Callable[[str], str] = staticmethod(canonical_text)
+
+    def transcribe(self, pcm: torch.Tensor | np.ndarray, sample_rate: int) -> str:
+        raise NotImplementedError
+
+    def judge(self, items: Iterable[tuple[str, torch.Tensor, int]]) -> Scores:
+        """Scores of (reference text, audio, rate) items."""
+        return score(((text, self.transcribe(pcm, rate)) for text, pcm, rate in items), self.normalize)
+
+
+def pcm_at(pcm: torch.Tensor | np.ndarray, sample_rate: int, rate: int = JUDGE_RATE) -> torch.Tensor:
+    """Mono float32 PCM ``[samples]`` resampled to ``rate`` (the judges' 16 kHz)."""
+    x = torch.as_tensor(pcm, dtype=torch.float32).reshape(-1)
+    if sample_rate != rate:
+        import torchaudio.functional as AF
+
+        x = AF.resample(x, sample_rate, rate)
+    return x
+
+
+class PocketSphinxJudge(Judge):
     """Transcribes mono PCM with PocketSphinx's default en-us acoustic and language models.
 
     ``vocabulary``: a *closed-set* judge instead, whose grammar (JSGF) accepts any sequence of
@@ -111,23 +141,16 @@ class PocketSphinxJudge:
         d.add_jsgf_string("closed", f"#JSGF V1.0;\ngrammar closed;\npublic <s> = ( {' | '.join(known)} )+ ;\n")
         d.activate_search("closed")
 
-    def transcribe(self, pcm: torch.Tensor | np.ndarray, sample_rate: int) -> str:
-        x = torch.as_tensor(pcm, dtype=torch.float32).reshape(-1)
-        if sample_rate != JUDGE_RATE:
-            import torchaudio.functional as AF
+    name = "pocketsphinx en-us (bundled models)"
 
-            x = AF.resample(x, sample_rate, JUDGE_RATE)
-        raw = (x.clamp(-1, 1) * 32767).to(torch.int16).numpy().tobytes()
+    def transcribe(self, pcm: torch.Tensor | np.ndarray, sample_rate: int) -> str:
+        raw = (pcm_at(pcm, sample_rate).clamp(-1, 1) * 32767).to(torch.int16).numpy().tobytes()
         d = self._decoder
         d.start_utt()
         d.process_raw(raw, full_utt=True)
         d.end_utt()
         hyp = d.hyp()
         return hyp.hypstr if hyp is not None else ""
-
-    def judge(self, items: Iterable[tuple[str, torch.Tensor, int]]) -> Scores:
-        """Scores of (reference text, audio, rate) items."""
-        return score((text, self.transcribe(pcm, rate)) for text, pcm, rate in items)
 
 
 @lru_cache(maxsize=1)

@@ -1,14 +1,19 @@
 """Training recipe for our own EnCodec-architecture codec: ``voicespec train codec``.
 
-Reconstruction losses only (no adversary: on 2 CPU cores every step counts): multi-scale log-mel
-L1, multi-resolution STFT (spectral convergence + log magnitude), a small waveform L1, and the VQ
-commitment loss. The quantizer is encodec's EMA residual VQ with the fixes in ``train.vq``. The
+Reconstruction losses: multi-scale log-mel L1, multi-resolution STFT (spectral convergence + log
+magnitude), a small waveform L1, and the VQ commitment loss. The quantizer is encodec's EMA residual VQ with the fixes in ``train.vq``. The
 learning rate follows a cosine over the time budget.
 
 Decoder-only runs (``--decoder-only``) freeze the encoder and quantizer, so every code — and any
 codec LM trained on them — stays valid. They encode the corpus once (whole clips, as the LM's data
 was encoded) and train the decoder on aligned (latent, audio) segments; ``--decoder istft`` with
 ``--init-from`` puts a fresh frame-rate decoder on an existing encoder and quantizer.
+
+``--adversarial`` (decoder-only) adds the discriminators of ``train.discriminators`` (multi-period +
+multi-resolution, LSGAN + feature matching, as HiFi-GAN/Vocos): the generator sees whole segments
+(context for its causal convolutions) and its reconstruction loss covers them; the discriminators
+judge the last ``judged_s`` of each, which keeps a CPU step affordable. Their weights and optimizer
+ride in the checkpoint; none of it is exported (the runtime decodes with the generator alone).
 
 Runs are resumable and never lost: ``out/checkpoint.pt`` (model, optimizer, step, trained wall
 time, RNG) is rewritten atomically every few minutes; ``--minutes`` is a budget on *total* training
@@ -144,14 +149,20 @@ def _train_mode(model, config: TrainConfig) -> None:
 
 @torch.no_grad()
 def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[str, float]:
-    """Held-out metrics of full encode → decode: STOI (if ``pystoi`` is installed), log-mel L1,
+    """Held-out metrics of full encode → decode: STOI (if ``pystoi`` is installed), DNSMOS OVRL,
+    SIG and P.808 (if the ``eval`` extra is: the curve of naturalness against steps), log-mel L1,
     multi-resolution STFT loss, and the decode real-time factor."""
-    stoi_fn = None
+    stoi_fn = mos_fn = None
     try:
         from pystoi import stoi as stoi_fn
     except ImportError:
         pass
-    mel, stft, stoi, decode_s, audio_s = [], [], [], 0.0, 0.0
+    try:
+        import speechmos  # noqa: F401  (the judge's models; the eval extra)
+        from voicespec.eval.dnsmos import dnsmos as mos_fn
+    except ImportError:
+        pass
+    mel, stft, stoi, mos, decode_s, audio_s = [], [], [], [], 0.0, 0.0
     device = next(losses.buffers()).device
     for x in clips:
         codes = codec.encode(x)
@@ -163,9 +174,13 @@ def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[s
         stft.append(float(losses.stft_loss(y[None].to(device), x[None].to(device))))
         if stoi_fn is not None:
             stoi.append(float(stoi_fn(x.numpy(), y.numpy(), codec.sample_rate, extended=False)))
+        if mos_fn is not None:
+            mos.append(mos_fn(y, codec.sample_rate))
     out = {"log_mel_l1": sum(mel) / len(mel), "mr_stft": sum(stft) / len(stft), "decode_rtf": decode_s / audio_s}
     if stoi:
         out["stoi"] = sum(stoi) / len(stoi)
+    for key in ("ovrl", "sig", "p808") if mos else ():
+        out[f"dnsmos_{key}"] = sum(m[key] for m in mos) / len(mos)
     return out
 
 
@@ -200,6 +215,8 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     exported codec folder. ``init_from``: start a new run from an exported codec folder (e.g. the
     shipped one, on a machine where the run folder is gone; see ``_start_from``); the optimizer
     starts fresh."""
+    if config.adversarial and not config.decoder_only:
+        raise ValueError("adversarial training is decoder-only: the codes must stay frozen")
     run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
     provenance, first_step = {}, 0  # first_step: this run's, for the LR warm-up
     if run.state is not None:
@@ -213,9 +230,15 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
     patch_codebooks(model)
     model.to(run.device)
     opt = torch.optim.AdamW(_trainable(model, config), lr=config.lr, betas=(0.8, 0.99))
+    adversary = None
+    if config.adversarial:
+        from voicespec.train.discriminators import Adversary
+
+        adversary = Adversary(config.lr, run.device, (run.state or {}).get("adversary"))
     run.attach(model, opt, lambda: {"codec_config": codec_config.to_dict(), "train_config": asdict(config),
                                     "provenance": provenance, "first_step": first_step,
-                                    "hardware": hardware(run.device)})
+                                    "hardware": hardware(run.device),
+                                    **({"adversary": adversary.state_dict()} if adversary else {})})
     if run.state is None and init_from is not None:
         run.step, run.trained_s = first_step, trained_s
     train = load_corpus(data_dir, codec_config.sample_rate, "train")
@@ -241,10 +264,18 @@ def train_codec(data_dir: Path, out_dir: Path, codec_config: CodecConfig = DEFAU
         lr = config.lr * cosine_lr_factor(run.step - first_step, run.trained_s, config.warmup_steps, config.minutes,
                                           config.final_lr_frac,
                                           max(config.max_steps - first_step, 1) if config.max_steps else 0)
+        gan = {}
+        if adversary is not None:
+            judged = min(x.shape[-1], int(config.judged_s * codec_config.sample_rate))
+            real, fake = x[..., -judged:], y[..., -judged:]
+            gan["disc"] = adversary.discriminator_step(real, fake, lr)
+            adv, fm = adversary.generator_terms(real, fake)
+            loss = config.recon_weight * loss + adv + config.fm_weight * fm
+            gan.update(adv=adv.item(), fm=fm.item())
         run.update(loss, lr, t0)
         if run.step % 50 == 0:
             run.record({"step": run.step, "trained_min": round(run.trained_s / 60, 2), "lr": lr, "loss": loss.item(),
-                        "mel": mel.item(), "stft": stft.item(), "commit": commit.item()})
+                        "mel": mel.item(), "stft": stft.item(), "commit": commit.item(), **gan})
         if latents is None and run.step % config.reload_every_steps == 0:  # the corpus may still be growing
             stamp = (data_dir / "manifest.jsonl").stat().st_mtime_ns
             if stamp != manifest_stamp:
@@ -282,7 +313,8 @@ def export(out_dir: Path, data_dir: Path | None = None, heldout: list[torch.Tens
 def run_codec(args: argparse.Namespace) -> int:
     config = TrainConfig(minutes=args.minutes, max_steps=args.max_steps, batch_size=args.batch_size,
                          segment_s=args.segment_s, lr=args.lr, eval_every_steps=args.eval_every, threads=args.threads,
-                         decoder_only=args.decoder_only, device=args.device)
+                         decoder_only=args.decoder_only or args.adversarial, adversarial=args.adversarial,
+                         device=args.device)
     init = Path(args.init_from) if args.init_from else None
     codec_config = replace(DEFAULT_CODEC, n_filters=args.filters)
     if args.decoder:
