@@ -66,3 +66,36 @@ def test_a_closed_set_judge_hears_rare_words_the_open_one_cannot():
     assert closed.skipped == []  # every word has a pronunciation (its own dictionary, else CMUdict)
     assert closed.judge(item).wer < PocketSphinxJudge().judge(item).wer
     assert closed.judge(item).wer <= 0.4
+
+
+def test_each_judge_scores_with_its_own_normalizer():
+    pytest.importorskip("whisper_normalizer")
+    from voicespec.eval.whisper import whisper_normalize
+
+    # Whisper's normalizer spells numbers and symbols its way on both sides: "Mr." and "mister" agree
+    assert whisper_normalize("Mr. Smith paid ten dollars.") == whisper_normalize("mister smith paid $10")
+    assert score([("Mr. Smith paid ten dollars.", "mister smith paid $10")], whisper_normalize).wer == 0.0
+    assert score([("Mr. Smith paid ten dollars.", "mister smith paid $10")]).wer > 0  # ours does not map $10
+
+
+@pytest.mark.slow
+def test_whisper_and_dnsmos_hear_the_teacher_and_not_noise():
+    pytest.importorskip("piper")
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("speechmos")
+    from voicespec.eval.dnsmos import dnsmos
+    from voicespec.eval.whisper import WhisperJudge
+    from voicespec.train.data import PiperTeacher
+
+    text = "please call the doctor before noon."
+    spoken = PiperTeacher(seed=0).synthesize(text, key="judge")
+    speech, sr = torch.from_numpy(spoken.audio), spoken.sample_rate
+    noise = 0.1 * torch.randn(sr * 2, generator=torch.Generator().manual_seed(0))
+    judge = WhisperJudge()
+    assert judge.judge([(text, speech, sr)]).wer <= 0.2
+    assert judge.judge([(text, noise, sr)]).wer >= 0.8
+    clean, noisy = dnsmos(speech, sr), dnsmos(noise, sr)
+    assert set(clean) == {"ovrl", "sig", "bak", "p808"}
+    assert clean["ovrl"] > 2.8 and clean["ovrl"] > noisy["ovrl"] + 1.0 and clean["bak"] > noisy["bak"] + 1.0
+    with pytest.raises(ValueError, match="non-silent"):
+        dnsmos(torch.zeros(sr), sr)

@@ -25,22 +25,33 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys, speech_co
     prompts.write_text("Hello.\n\nOne more.\n")
     assert main(["evaluate", "--voice", str(voice), "--asr", str(tmp_path / "asr"), "--data", str(tmp_path / "data"),
                  "--n", "1", "--unseen", "1", "--drafter", "draft-model", "--out", str(out),
-                 "--samples", str(tmp_path / "s"), "--prompts", str(prompts), "--lossy-top-k", "3"]) == 0
+                 "--samples", str(tmp_path / "s"), "--prompts", str(prompts), "--lossy-top-k", "3", "--seeds", "2"]) == 0
     report = json.loads(out.read_text())
-    assert report["judge"].startswith("pocketsphinx")
+    assert report["judges"]["pocketsphinx"].startswith("pocketsphinx") and set(report["judges"]) == {
+        "pocketsphinx", "whisper", "dnsmos"}
+    assert report["seeds"] == [0, 1] and report["heldout"]["seeds"] == [0, 1]
     assert "LOSSY top-3" in report["lossy"]
-    for key in ("sampled_lossy", "greedy_lossy"):  # judged beside the exact rows, with their MCD and RTF
+    for key, seeds in (("sampled_lossy", 2), ("greedy_lossy", 1)):  # judged beside the exact rows, with their MCD and RTF
         r = report["heldout"][key]
-        assert len(r["examples"]) == 1 and r["mcd_dtw_db"] > 0 and r["rtf_median"] > 0
+        assert len(r["examples"]) == seeds and r["mcd_dtw_db"] > 0 and r["rtf_median"] > 0
     for section in ("heldout", "unseen_words"):
         r = report[section]
-        for key in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain"):
+        for key in ("teacher", "resynth", "greedy_plain"):
             # one utterance: the examples are every judged sentence, and the figures are theirs
-            pairs = [(e["ref"], e["hyp"]) for e in r[key]["examples"]]
-            assert len(pairs) == 1 and pairs[0][0]
-            assert r[key]["wer"] == round(corpus_error_rates(pairs)["wer"], 4)
-            assert r[key]["cer"] == round(corpus_error_rates(pairs)["cer"], 4)
+            for prefix in ("", "whisper_"):
+                pairs = [(e["ref"], e["hyp"]) for e in r[key][f"{prefix}examples"]]
+                assert len(pairs) == 1 and pairs[0][0]
+                assert r[key][f"{prefix}wer"] == round(corpus_error_rates(pairs)["wer"], 4)
+                assert r[key][f"{prefix}cer"] == round(corpus_error_rates(pairs)["cer"], 4)
             assert r[key]["inrepo_cer"] > 0.5  # the in-repo recognizer is untrained: it gets most characters wrong
+            assert 1 <= r[key]["dnsmos_ovrl"] <= 5 and "per_seed" not in r[key]
+            low, high = r[key]["ci95"]["dnsmos_ovrl"]
+            assert low == high == r[key]["dnsmos_ovrl"]  # one sentence: every bootstrap draw is that sentence
+        for key in ("sampled_plain", "sampled_spec"):  # two seeds: pooled, and each seed's own figures
+            seeds = r[key]["per_seed"]
+            assert set(seeds) == {"0", "1"} and len(r[key]["examples"]) == 2
+            assert r[key]["dnsmos_ovrl"] == pytest.approx((seeds["0"]["dnsmos_ovrl"] + seeds["1"]["dnsmos_ovrl"]) / 2, abs=1e-3)
+            assert min(s["wer"] for s in seeds.values()) - 1e-3 <= r[key]["wer"] <= max(s["wer"] for s in seeds.values()) + 1e-3
         assert r["sampled_spec"]["mcd_dtw_db"] > 0 and r["sampled_plain"]["rtf_median"] > 0
         assert r["greedy_spec_equals_plain"] is True and r["utterances"] == 1
     # the teacher speaks the unseen-word sentence: the judge hears more of it than of the random
@@ -51,7 +62,9 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys, speech_co
     assert unseen["teacher"]["closed_wer"] < min(0.5, unseen["teacher"]["wer"], unseen["resynth"]["closed_wer"])
     assert "closed_wer" not in report["heldout"]["teacher"]
     assert unseen["teacher"]["cer"] < 0.95 and unseen["teacher"]["cer"] < unseen["resynth"]["cer"]
-    assert capsys.readouterr().out.count("greedy speculative == plain on every sentence: True") == 2
+    printed = capsys.readouterr().out
+    assert printed.count("greedy speculative == plain on every sentence: True") == 2
+    assert "| row | PocketSphinx WER | Whisper WER | DNSMOS OVRL | SIG | P.808 |" in printed
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]
 
 
@@ -77,3 +90,25 @@ def test_speculative_rows_speculate_even_when_the_voice_decodes_plainly():
     assert speculative_default(voice) == "feature"
     plain = Voice(replace(voice.config, default_drafter="none"), voice.codec, voice.target, voice.draft_dirs, voice.duration)
     assert speculative_default(plain) == sorted(voice.draft_dirs)[0]  # the first shipped drafter
+
+
+def test_evaluate_judges_a_voice_through_another_codec_and_checks_its_judges(tmp_path, speech_corpus, capsys):
+    """`--codec`: a decoder retrained on the same frozen codes is judged on the voice's own tokens."""
+    from voicespec.codec.model import Codec
+
+    speech_corpus(tmp_path / "data")
+    voice = build_tiny_voice(tmp_path / "voice", layout="aligned")
+    other = Codec.random(Codec.from_folder(voice / "codec").config, seed=5)
+    other.save(tmp_path / "other")
+    base = ["evaluate", "--voice", str(voice), "--data", str(tmp_path / "data"), "--n", "1", "--unseen", "0",
+            "--seeds", "1", "--judges", "dnsmos"]
+    reports = []
+    for extra in ([], ["--codec", str(tmp_path / "other")]):
+        assert main([*base, *extra, "--out", str(tmp_path / "r.json")]) == 0
+        reports.append(json.loads((tmp_path / "r.json").read_text()))
+    assert all(set(r["judges"]) == {"dnsmos"} and "wer" not in r["heldout"]["teacher"] for r in reports)
+    assert reports[0]["heldout"]["teacher"]["dnsmos_ovrl"] == reports[1]["heldout"]["teacher"]["dnsmos_ovrl"]
+    assert reports[0]["heldout"]["resynth"]["dnsmos_ovrl"] != reports[1]["heldout"]["resynth"]["dnsmos_ovrl"]
+    capsys.readouterr()
+    assert main([*base[:-1], "whisper,mos", "--out", str(tmp_path / "r.json")]) == 2
+    assert "judges must be a comma-separated subset of pocketsphinx,whisper,dnsmos" in capsys.readouterr().err

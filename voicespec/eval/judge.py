@@ -66,7 +66,7 @@ class Scores:
     wer: float
     cer: float
     words: int
-    items: list[dict]  # per sentence: reference, hypothesis, word errors
+    items: list[dict]  # per sentence: reference, hypothesis, word and character errors and counts
 
 
 def canonical_text(text: str) -> str:
@@ -78,7 +78,8 @@ def score(pairs: Iterable[tuple[str, str]], normalize: Callable[[str], str] = ca
     :func:`canonical_words`; the Whisper judge uses Whisper's own English normalizer)."""
     canon = [(normalize(r), normalize(h)) for r, h in pairs]
     rates = corpus_error_rates(canon)
-    items = [{"ref": r, "hyp": h, "word_errors": edit_distance(r.split(), h.split())} for r, h in canon]
+    items = [{"ref": r, "hyp": h, "word_errors": edit_distance(r.split(), h.split()), "words": len(r.split()),
+              "char_errors": edit_distance(r, h), "chars": len(r)} for r, h in canon]
     return Scores(rates["wer"], rates["cer"], sum(len(r.split()) for r, _ in canon), items)
 
 
