@@ -188,6 +188,14 @@ def test_adversarial_decoder_training_keeps_every_code_and_resumes_both_players(
     assert any(line.startswith("resumed at step 5 ") for line in logs) and resumed["step"] == 7
     assert resumed["adversary"]["optimizer"]["state"][0]["step"] == 2 + state["adversary"]["optimizer"]["state"][0]["step"]
     assert any(not torch.equal(disc_before[k], v) for k, v in resumed["adversary"]["model"].items())
+    shipped = ship_codec(tuned, tmp_path / "data", tmp_path / "ship", tmp_path / "samples", "voicespec train codec ...",
+                         previous=first)
+    card = (shipped / "MODEL_CARD.md").read_text()
+    assert "least-squares adversarial" in card and "| metric | this decoder | the decoder it replaced |" in card
+    assert Codec.from_folder(shipped).config.extra["previous_heldout_metrics"].keys() == \
+        Codec.from_folder(shipped).config.extra["heldout_metrics"].keys()
+    assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == [
+        "codec-mels.png", "codec-u0-previous.wav", "codec-u0-resynth.wav", "codec-u0-teacher.wav"]
     with pytest.raises(ValueError, match="decoder-only"):
         train_codec(tmp_path / "data", tmp_path / "c", TINY_CODEC, dataclasses.replace(config, decoder_only=False),
                     init_from=first, **QUIET)

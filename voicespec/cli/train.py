@@ -158,6 +158,8 @@ def add_ship_codec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dest", required=True, help="destination codec folder (models/voicespec-tiny/codec)")
     p.add_argument("--samples", default="samples", help="folder for the teacher/resynthesis WAVs and mel PNG")
     p.add_argument("--command", required=True, help="the command(s) that trained it, for the model card")
+    p.add_argument("--previous", help="the codec it replaces (may be --dest itself, read before it is overwritten): "
+                                      "its resynthesis joins the samples, and its held-out metrics the card")
 
 
 def add_ship_args(p: argparse.ArgumentParser) -> None:

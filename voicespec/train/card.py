@@ -22,14 +22,28 @@ DATA_NOTE = (
 )
 
 
+def _losses(train_config: dict) -> str:
+    recon = ("multi-scale log-mel L1 + multi-resolution STFT + waveform L1 + VQ commitment; EMA residual VQ with "
+             "the dead-code and k-means fixes in `voicespec/train/vq.py`")
+    if not train_config.get("adversarial"):
+        return recon
+    return (f"{train_config.get('recon_weight')} x ({recon}) + least-squares adversarial losses + "
+            f"{train_config.get('fm_weight')} x feature matching, against a multi-period (2, 3, 5, 7, 11) and a "
+            f"multi-resolution (STFT 256, 512, 1024) discriminator (`voicespec/train/discriminators.py`) judging the "
+            f"last {train_config.get('judged_s')} s of each {train_config.get('segment_s')} s segment; encoder and "
+            "quantizer frozen")
+
+
 def codec_card(codec: Codec, data_dir: Path | None, command: str) -> str:
     cfg, extra = codec.config, codec.config.extra
     training, metrics = extra.get("training", {}), extra.get("heldout_metrics", {})
+    previous = extra.get("previous_heldout_metrics", {})
     hours = None
     if data_dir is not None and (data_dir / "manifest.jsonl").is_file():
         lines = (data_dir / "manifest.jsonl").read_text().splitlines()
         hours = sum(json.loads(line).get("seconds", 0) for line in lines) / 3600
-    rows = "\n".join(f"| {k} | {v:.4f} |" for k, v in metrics.items())
+    rows = "\n".join(f"| {k} | {v:.4f} |" + (f" {previous[k]:.4f} |" if previous else "")
+                     for k, v in metrics.items())
     return f"""# voicespec-tiny codec
 
 {_architecture(cfg)} It turns 16 kHz mono speech into {cfg.n_codebooks} codebooks x {cfg.codebook_size}
@@ -49,20 +63,19 @@ LM speaks. Everything was trained from scratch on this project's machines.
 ## Training
 
 - Data: {DATA_NOTE}{f" {hours:.2f} h of audio at the time of export." if hours else ""}
-- Recipe: `{command}` (multi-scale log-mel L1 + multi-resolution STFT + waveform L1 + VQ
-  commitment; EMA residual VQ with the dead-code and k-means fixes in `voicespec/train/vq.py`).
+- Recipe: `{command}` ({_losses(training.get('train_config', {}))}).
 - Steps: {training.get('steps')}; training time: {training.get('trained_minutes')} min on {training.get('hardware')}.
 - Config: `{json.dumps(training.get('train_config', {}))}`
 {_encoder_provenance(training)}
 ## Held-out metrics (teacher audio as reference, full encode → decode)
 
-| metric | value |
-| --- | --- |
+{"| metric | this decoder | the decoder it replaced |" if previous else "| metric | value |"}
+{"| --- | --- | --- |" if previous else "| --- | --- |"}
 {rows}
 
 Measured when shipped, on {extra.get('measured_on', 'the training machine')}, over the first
 {extra.get('heldout_clips', '')} held-out clips; `decode_rtf` is the full decode's real-time factor there. Listening material:
-`samples/codec-*-teacher.wav` vs `samples/codec-*-resynth.wav`, and `samples/codec-mels.png`.
+`samples/codec-*-teacher.wav` vs `samples/codec-*-resynth.wav`{" (and `-previous.wav`, the replaced decoder)" if previous else ""}, and `samples/codec-mels.png`.
 {_status(metrics, training)}
 ## License
 
@@ -106,27 +119,34 @@ def _status(metrics: dict, training: dict) -> str:
             "and frozen under the codec LM: a decoder can only recover what they hold.\n")
 
 
-def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, command: str, clips: int = 24) -> Path:
+def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, command: str, clips: int = 24,
+               previous: Path | None = None) -> Path:
     """Copy an exported codec to ``dest`` with its model card, and write listening samples. The
     held-out metrics are measured again here, on this machine's CPU and the corpus as given: a run
     trained elsewhere (a GPU, a compressed copy of the corpus) is reported as the product will
-    run it."""
+    run it. ``previous``: the codec this one replaces (read before ``dest`` is overwritten, so it
+    may be ``dest``), measured on the same clips for the card and heard beside it in the samples."""
     from voicespec.train.codec import MelLoss, evaluate, load_corpus
     from voicespec.train.common import hardware
     from voicespec.train.samples import write_codec_samples
 
     codec = Codec.from_folder(exported)
+    old = Codec.from_folder(previous) if previous is not None else None
     heldout = load_corpus(data_dir, codec.sample_rate, "heldout")[:clips]
-    metrics = evaluate(codec, heldout, MelLoss(codec.sample_rate))
-    codec.config = replace(codec.config, extra={**codec.config.extra, "heldout_metrics": metrics,
-                                                "measured_on": hardware(), "heldout_clips": len(heldout)})
+    losses = MelLoss(codec.sample_rate)
+    extra = {**codec.config.extra, "heldout_metrics": evaluate(codec, heldout, losses), "measured_on": hardware(),
+             "heldout_clips": len(heldout)}
+    if old is not None:
+        extra["previous_heldout_metrics"] = evaluate(old, heldout, losses)
+    codec.config = replace(codec.config, extra=extra)
     codec.save(dest)
     (dest / "MODEL_CARD.md").write_text(codec_card(codec, data_dir, command))
-    write_codec_samples(codec, data_dir, samples_dir)
+    write_codec_samples(codec, data_dir, samples_dir, previous=old)
     return dest
 
 
 def run_ship_codec(args: argparse.Namespace) -> int:
-    dest = ship_codec(Path(args.codec), Path(args.data), Path(args.dest), Path(args.samples), args.command)
+    dest = ship_codec(Path(args.codec), Path(args.data), Path(args.dest), Path(args.samples), args.command,
+                      previous=Path(args.previous) if args.previous else None)
     print(f"shipped codec {dest}")
     return 0

@@ -38,7 +38,7 @@ class TrainConfig:
     decoder_only: bool = False  # freeze encoder + quantizer: the codes (and any LM trained on them) stay valid
     adversarial: bool = False  # decoder-only runs: + discriminators (train.discriminators), LSGAN + feature matching
     judged_s: float = 0.5  # adversarial: the last this-many seconds of each segment go to the discriminators
-    recon_weight: float = 15.0  # adversarial: weight of the reconstruction losses against adversarial + 2 x FM
+    recon_weight: float = 15.0  # adversarial: weight of the reconstruction losses (HiFi-GAN: 45 x its mel L1)
     fm_weight: float = 2.0
     warmup_steps: int = 200
     final_lr_frac: float = 0.1

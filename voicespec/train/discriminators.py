@@ -106,22 +106,23 @@ class Discriminators(nn.Module):
         return [s for s, _ in outs], [f for _, f in outs]
 
 
+# The three losses *sum* over sub-discriminators (and feature matching over their layers too), as
+# HiFi-GAN does: averaging instead weakens the adversary against the reconstruction terms by about
+# the number of terms, and the generator then barely leaves its reconstruction-only solution.
+
 def discriminator_loss(real: list[torch.Tensor], fake: list[torch.Tensor]) -> torch.Tensor:
-    """LSGAN: real scores pushed to 1, generated to 0 (mean over sub-discriminators)."""
-    return sum(torch.mean((1 - r) ** 2) + torch.mean(f ** 2) for r, f in zip(real, fake)) / len(real)
+    """LSGAN: real scores pushed to 1, generated to 0."""
+    return sum(torch.mean((1 - r) ** 2) + torch.mean(f ** 2) for r, f in zip(real, fake))
 
 
 def generator_loss(fake: list[torch.Tensor]) -> torch.Tensor:
-    """LSGAN: generated scores pushed to 1 (mean over sub-discriminators)."""
-    return sum(torch.mean((1 - f) ** 2) for f in fake) / len(fake)
+    """LSGAN: generated scores pushed to 1."""
+    return sum(torch.mean((1 - f) ** 2) for f in fake)
 
 
 def feature_matching_loss(real: list[Features], fake: list[Features]) -> torch.Tensor:
-    """L1 between real (detached) and generated activations, mean over layers and sub-discriminators."""
-    total = 0.0
-    for r_maps, f_maps in zip(real, fake):
-        total = total + sum(F.l1_loss(f, r.detach()) for r, f in zip(r_maps, f_maps)) / len(r_maps)
-    return total / len(real)
+    """L1 between real (detached) and generated activations."""
+    return sum(F.l1_loss(f, r.detach()) for r_maps, f_maps in zip(real, fake) for r, f in zip(r_maps, f_maps))
 
 
 class Adversary:

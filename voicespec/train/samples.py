@@ -14,8 +14,11 @@ from voicespec.codec.model import Codec
 from voicespec.eval.clips import heldout_clips
 
 
-def write_codec_samples(codec: Codec, data_dir: Path, out_dir: Path, n: int = 3, prefix: str = "codec") -> Path:
-    """``{prefix}-{id}-teacher.wav`` / ``-resynth.wav`` pairs and ``{prefix}-mels.png``."""
+def write_codec_samples(codec: Codec, data_dir: Path, out_dir: Path, n: int = 3, prefix: str = "codec",
+                        previous: Codec | None = None) -> Path:
+    """``{prefix}-{id}-teacher.wav`` / ``-resynth.wav`` pairs and ``{prefix}-mels.png``; given the
+    ``previous`` codec (the one a new decoder replaces), also ``-previous.wav`` and its mels, so
+    the three can be heard and seen side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -25,13 +28,14 @@ def write_codec_samples(codec: Codec, data_dir: Path, out_dir: Path, n: int = 3,
     if not clips:
         raise ValueError(f"{data_dir}: no held-out clips")
     mel = T.MelSpectrogram(codec.sample_rate, n_fft=1024, hop_length=256, n_mels=80)
-    fig, axes = plt.subplots(len(clips), 2, figsize=(12, 2.6 * len(clips)), squeeze=False)
+    columns = [("teacher", "teacher", None), *([("previous", "previous codec", previous)] if previous else []),
+               ("resynth", "codec resynthesis", codec)]
+    fig, axes = plt.subplots(len(clips), len(columns), figsize=(6 * len(columns), 2.6 * len(clips)), squeeze=False)
     for row, (clip_id, text, audio, sr) in enumerate(clips):
         x = AF.resample(audio, sr, codec.sample_rate) if sr != codec.sample_rate else audio
-        y = codec.decode(codec.encode(x))[: x.shape[0]]
-        write_audio_atomic(out_dir / f"{prefix}-{clip_id}-teacher.wav", x, codec.sample_rate)
-        write_audio_atomic(out_dir / f"{prefix}-{clip_id}-resynth.wav", y, codec.sample_rate)
-        for col, (sig, name) in enumerate(((x, "teacher"), (y, "codec resynthesis"))):
+        for col, (suffix, name, by) in enumerate(columns):
+            sig = x if by is None else by.decode(by.encode(x))[: x.shape[0]]
+            write_audio_atomic(out_dir / f"{prefix}-{clip_id}-{suffix}.wav", sig, codec.sample_rate)
             ax = axes[row][col]
             ax.imshow(torch.log(mel(sig) + 1e-5).numpy(), origin="lower", aspect="auto", cmap="magma")
             ax.set_title(f"{name}: {text[:60]}", fontsize=8)
