@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
-
-
-_ADDITIVE = ("generated_steps", "frames", "target_passes", "drafted", "accepted", "drafted_tokens",
-             "accepted_tokens", "prefill_s", "draft_s", "verify_s", "total_s")
 
 
 @dataclass
@@ -67,7 +63,7 @@ class DecodeStats:
 
     def merge(self, other: DecodeStats) -> None:
         """Add another request's counts and times (e.g. the next sentence of one utterance)."""
-        for name in _ADDITIVE:
+        for name in _ADDITIVE:  # every count and time, so a new one cannot be forgotten here
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for i, (d, a) in enumerate(zip(other.per_position_drafted, other.per_position_accepted)):
             if i == len(self.per_position_drafted):
@@ -87,3 +83,6 @@ class DecodeStats:
             other_s=self.other_s,
         )
         return d
+
+
+_ADDITIVE = tuple(f.name for f in fields(DecodeStats) if f.type in ("int", "float"))
