@@ -12,10 +12,10 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from tqdm import tqdm
 
@@ -82,13 +82,42 @@ def parse_line(line: str, index: int, jsonl: bool) -> Item | BadLine | None:
     return Item(item_id, text, index, voice, seed, sampling, speed)
 
 
+# Control bytes no text line holds (a tab may): a binary file's, or a corrupt one's.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _raw_lines(f: BinaryIO) -> Iterator[bytes]:
+    """A file's lines as bytes, split as text mode splits them (universal newlines: LF, CRLF and
+    CR end a line), so line numbers are those an editor shows."""
+    for chunk in f:
+        body = chunk[:-2] if chunk.endswith(b"\r\n") else chunk[:-1] if chunk.endswith(b"\n") else chunk
+        yield from body.split(b"\r")
+
+
+def text_line(raw: bytes, index: int) -> str | BadLine:
+    """A line's text; a bad line if it is not UTF-8 or holds control bytes (NUL, ESC, ...): such a
+    line is binary data or text in another encoding, and spoken it is babble (issue 39)."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return BadLine(index, f"line is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})")
+    m = _CONTROL.search(line)
+    if m is not None:
+        offset = len(line[:m.start()].encode())
+        return BadLine(index, f"line holds a control character, not text (byte 0x{ord(m.group()):02x} at offset "
+                              f"{offset})")
+    return line
+
+
 def read_items(path: Path) -> list[Item | BadLine]:
+    """Every line's item, or its bad line (with why), in order; blank lines left out."""
     jsonl = path.suffix.lower() in (".jsonl", ".ndjson")
     out: list[Item | BadLine] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for index, line in enumerate(f, 1):
-            parsed = parse_line(line, index, jsonl)
+    with path.open("rb") as f:
+        for index, raw in enumerate(_raw_lines(f), 1):
+            line = text_line(raw, index)
+            parsed = line if isinstance(line, BadLine) else parse_line(line, index, jsonl)
             if isinstance(parsed, Item):
                 if parsed.id in seen:
                     parsed = BadLine(index, f"duplicate id {parsed.id!r}")

@@ -1232,3 +1232,87 @@ def test_the_default_voice_answers_to_the_name_the_operator_gave_it(tiny_voice_d
         names = json.loads(http_get(server, "/v1/voices")[2])["voices"]
     assert ready["type"] == "ready" and ready["voice"] == server.voice.name  # as in protocol 1.0
     assert [v["name"] for v in names] == [server.voice.name]  # not listed twice under its folder's name
+
+
+# ----------------------------------------------------------------------------- hardening, round 2 (issue 39)
+
+
+def test_the_front_end_runs_off_the_event_loop(tiny_voice, monkeypatch):
+    """Defect 1: text normalization on the event loop let one client within every budget stall
+    the whole server. Every front-end call of a session runs on another thread, and a
+    4,300-digit flood (once seconds of regex backtracking) is spoken like any text."""
+    threads: list[threading.Thread] = []
+    real = type(tiny_voice.frontend).sentences
+
+    def recording(self, text):
+        threads.append(threading.current_thread())
+        return real(self, text)
+
+    monkeypatch.setattr(type(tiny_voice.frontend), "sentences", recording)
+
+    async def go(server):
+        loop_thread = []
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "start", **START}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            loop_thread.append(server_thread(server))
+            await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "Hello there. And more"}))
+            await ws.send(json.dumps({"type": "text", "context_id": "f", "text": "1" * 4300 + "."}))
+            await ws.send(json.dumps({"type": "cancel", "context_id": "f"}))
+            await ws.send(json.dumps({"type": "end", "context_id": "a"}))
+            seen = set()
+            while seen != {"cancelled f", "done a"}:
+                reply = await ws.recv()
+                if isinstance(reply, str) and json.loads(reply)["type"] in ("done", "cancelled"):
+                    seen.add(f"{json.loads(reply)['type']} {json.loads(reply)['context_id']}")
+        return loop_thread[0]
+
+    with running(tiny_voice) as server:
+        loop_thread = run(go(server))
+    assert len(threads) >= 2 and loop_thread not in threads
+
+
+def server_thread(server) -> threading.Thread:
+    """The thread that runs ``server``'s event loop (``running`` starts it on a thread of its own)."""
+    return next(t for t in threading.enumerate() if t.ident == server._loop._thread_id)
+
+
+def test_a_client_closed_for_sending_no_start_frees_its_slot_at_once(tiny_voice):
+    """Defect 3: a socket closed by --start-timeout kept its slot until websockets' 10 s close
+    timeout, because the server waited for a closing handshake the client never sends."""
+
+    def silent_socket(port: int) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 101")
+        return s  # never sends `start`, never answers a close frame
+
+    with running(tiny_voice, max_sessions=2, start_timeout_s=0.5) as server:
+        socks = [silent_socket(server.port) for _ in range(2)]
+        wait_for(lambda: len(server.sessions) == 2, timeout=5)
+        t0 = time.monotonic()
+        wait_for(lambda: not server.sessions, timeout=8)
+        assert time.monotonic() - t0 < 3.0  # the 0.5 s start timeout, not 10 s more of close handshake
+        assert json.loads(http_get(server, "/healthz")[2])["sessions"] == 0
+        for s in socks:
+            s.close()
+
+
+def test_a_bad_speed_on_a_first_text_ends_that_context_like_a_bad_seed(tiny_voice):
+    """Defect 8: a refused first text leaves no context; both options say so (context_ended)."""
+
+    async def go(server):
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"type": "start", **START}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            replies = []
+            for cid, option in (("s", {"speed": 9}), ("z", {"seed": -1})):
+                await ws.send(json.dumps({"type": "text", "context_id": cid, "text": "Hi.", **option}))
+                replies.append(json.loads(await ws.recv()))
+            return replies
+
+    with running(tiny_voice) as server:
+        speed, seed = run(go(server))
+    assert speed["code"] == seed["code"] == P.BAD_OPTION and "speed must be" in speed["message"]
+    assert speed["context_ended"] is True and seed["context_ended"] is True

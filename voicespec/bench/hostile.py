@@ -1,8 +1,8 @@
 """Hostile client messages, generated from protocol v1's own schema: every message type with every
 field given every kind of JSON value (wrong types, huge and negative numbers, 4,300-digit
-integers, control characters, deep nesting, unknown fields), plus a raw corpus of frames that
-are not JSON objects at all. Seeded, so a failure replays; no third-party dependency, so the
-``stress`` tool runs on a bare install."""
+integers, control characters, lone surrogates and non-characters, digit floods, deep nesting,
+unknown fields), plus a raw corpus of frames that are not JSON objects at all. Seeded, so a
+failure replays; no third-party dependency, so the ``stress`` tool runs on a bare install."""
 
 from __future__ import annotations
 
@@ -20,13 +20,19 @@ RAW = [
     '{"type": "start", "temperature": 1e999}', '{"type": "start", "temperature": NaN}',
     '{"type": "start", "seed": -Infinity}', '{"type":"text","context_id":"a","text":"hi"}' * 3,
     "\x00" * 64, "\ufeff{}", '{"type": "start"}' + "x" * 10,
+    '{"type": "text", "context_id": "a", "text": "\\ud800 x."}',
+    '{"type": "text", "context_id": "a", "text": "\\ufdd0."}',
+    '{"type": "text", "context_id": "a", "text": "' + "1" * 4300 + '."}',
 ]
+# Code points that are not characters: lone surrogates (high, low, surrogateescape's) and non-characters.
+NOT_CHARACTERS = ["\ud800", "\udbff", "\udc80", "\udfff", "\ufdd0", "\ufdef", "\ufffe", "\uffff", "\U0001fffe",
+                  "\U0010ffff"]
 BINARY = [b"", b"\x00", b"\xff" * 100, b'{"type": "start"}']
 
 
 def _value(rng: random.Random, depth: int = 0) -> Any:
     """Any JSON value, biased toward the ones that break parsers and validators."""
-    kind = rng.randrange(16)
+    kind = rng.randrange(17)
     if kind == 0:
         return None
     if kind == 1:
@@ -43,7 +49,8 @@ def _value(rng: random.Random, depth: int = 0) -> Any:
     if kind == 6:
         return "".join(chr(rng.randrange(0, 0x3000)) for _ in range(rng.randrange(0, 40)))
     if kind == 7:
-        return rng.choice(["1" * 4301, "$" + "9" * 4350, "Dr. " * 300, "。" * 100, "...!!??", "a" * 6000])
+        return rng.choice(["1" * 4301, "1" * 4300, "1" * 4300 + ".", "3" * 4300 + "rd.", "1,000" * 800,
+                           "$" + "9" * 4350, "Dr. " * 300, "。" * 100, "...!!??", "a" * 6000])
     if kind == 8:
         return rng.choice(["Hello there. ", "No. 5 at 7:30 p.m. ", "It costs $3.50. ", "okay"])
     if kind in (9, 10) and depth < 3:
@@ -54,6 +61,10 @@ def _value(rng: random.Random, depth: int = 0) -> Any:
         return rng.randrange(-10, 10**6)
     if kind == 14:
         return rng.choice(list(P.MESSAGE_FIELDS))
+    if kind == 15:  # a code point that is not a character, inside otherwise speakable text
+        text = rng.choice(["", "x.", "Hello there. ", "Caf"])
+        at = rng.randrange(len(text) + 1)
+        return text[:at] + rng.choice(NOT_CHARACTERS) + text[at:]
     return rng.random() * rng.choice([1, 100, 1e6])
 
 

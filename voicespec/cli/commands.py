@@ -46,9 +46,38 @@ def synthesis_options(args: argparse.Namespace, voice):
 def read_text(text: str | None) -> str:
     """``say``'s TEXT: as given, or read from stdin for ``-`` (or none, when stdin is not a terminal)."""
     if text == "-" or (text is None and sys.stdin is not None and not sys.stdin.isatty()):
-        return sys.stdin.read()
+        return stdin_text()
     if text is None:
         raise CliError("say needs TEXT (or '-' to read it from stdin)")
+    return argument_text(text)
+
+
+def utf8_text(data: bytes, what: str) -> str:
+    """``data`` decoded as UTF-8, or a one-line error naming the first byte that is not: Python
+    would otherwise carry it on as a surrogate escape, to fail deep in the front end."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CliError(f"{what} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+
+
+def stdin_text() -> str:
+    """All of stdin as UTF-8 text, whatever the locale says stdin's encoding is (a text stream a
+    caller put in its place is read as is)."""
+    raw = getattr(sys.stdin, "buffer", None)
+    return sys.stdin.read() if raw is None else utf8_text(raw.read(), "standard input")
+
+
+def argument_text(text: str) -> str:
+    """TEXT from the command line: bytes that were not UTF-8 reach ``argv`` as surrogate escapes
+    (PEP 383); they are reported as bytes, like stdin's."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return utf8_text(text.encode("utf-8", "surrogateescape"), "TEXT")
+        except UnicodeEncodeError:  # a lone surrogate of its own, not an escaped byte: sanitize names it
+            return text
     return text
 
 

@@ -128,13 +128,38 @@ def _integer(m: re.Match) -> str:
     return digits_to_words(digits.lstrip("0") or "0")
 
 
+# Code points that are not characters: lone surrogates (halves of a UTF-16 pair; JSON's "\ud800"
+# and Python's surrogateescape make them) and the 66 Unicode non-characters.
+_NOT_CHARACTERS = re.compile("[\ud800-\udfff\ufdd0-\ufdef" + "".join(
+    f"{chr(plane | 0xFFFE)}{chr(plane | 0xFFFF)}" for plane in range(0, 0x110000, 0x10000)) + "]")
+
+
+def _check_characters(text: str) -> None:
+    """Raise :class:`TextError` naming the first code point that is not a character, and where.
+
+    Rejected, not dropped: such a code point is never text a person typed but a bug or a
+    broken encoding upstream (text cut inside a UTF-16 pair, bytes that were not UTF-8), and
+    later stages cannot take it (UTF-8 encoding, gruut's lexicon lookup raise on a surrogate)."""
+    m = _NOT_CHARACTERS.search(text)
+    if m is None:
+        return
+    cp = ord(m.group())
+    what = ("a lone surrogate", "half of a UTF-16 pair") if 0xD800 <= cp <= 0xDFFF else (
+        "a Unicode non-character", "reserved for internal use")
+    raise TextError(f"text holds {what[0]} U+{cp:04X} ({what[1]}) at character offset {m.start()}: "
+                    "it is not text; send valid Unicode")
+
+
 def sanitize(text: str, max_chars: int = MAX_CHARS) -> str:
-    """Unicode-normalize, drop control characters, collapse whitespace; reject empty/huge input."""
+    """Unicode-normalize, drop control characters, collapse whitespace; reject empty/huge input,
+    and input holding a lone surrogate (U+D800-U+DFFF) or a non-character (U+FDD0-U+FDEF,
+    U+xFFFE, U+xFFFF): :class:`TextError` names it and its offset (see :func:`_check_characters`)."""
     if not isinstance(text, str):
         raise TextError(f"text must be a string, got {type(text).__name__}")
     too_long = f"; the limit is {max_chars}"
     if len(text) > max_chars:
         raise TextError(f"text is {len(text)} characters{too_long}")
+    _check_characters(text)
     text = unicodedata.normalize("NFKC", text).translate(_UNICODE_PUNCT)
     if len(text) > max_chars:  # NFKC can expand text (ligatures, compatibility forms)
         raise TextError(f"text is {len(text)} characters after unicode normalization{too_long}")
@@ -169,9 +194,13 @@ def normalize(text: str) -> str:
     text = re.sub(r"\b(\d{1,2}):([0-5]\d)(?!\d)", _clock, text)
     text = _ABBREV_RE.sub(lambda m: _ABBREVIATIONS[m.group(1).lower()], text)
     text = re.sub(r"([$£€])\s?(\d[\d,]*)(?:\.(\d+))?", _money, text)
-    text = re.sub(r"(\d+)(st|nd|rd|th)\b", lambda m: ordinal_words(m.group(1).lstrip("0") or "0"), text, flags=re.I)
+    # Digit patterns start only where a run of digits (and commas) starts and never backtrack into
+    # it (possessive quantifiers): otherwise each of a run's n digits starts a match that scans
+    # the rest of the run, and a 4,000-digit run costs seconds (issue 39).
+    text = re.sub(r"(?<!\d)(\d++)(st|nd|rd|th)\b", lambda m: ordinal_words(m.group(1).lstrip("0") or "0"), text,
+                  flags=re.I)
     text = re.sub(r"(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])", " ", text)  # "MP3" -> "MP 3"
-    text = re.sub(r"(\d[\d,]*)\.(\d+)", _decimal, text)
+    text = re.sub(r"(?<![\d,])(\d[\d,]*+)\.(\d++)", _decimal, text)
     text = re.sub(r"\d{1,3}(?:,\d{3})+|\d+", _integer, text)
     for sym, word in _SYMBOLS.items():
         text = text.replace(sym, word)

@@ -113,11 +113,15 @@ class Step(Enum):
 class SynthesisStream:
     """Iterate for :class:`AudioChunk` s; ``cancel()`` stops before the next decode step."""
 
-    def __init__(self, voice: Voice, text: str, options: SynthesisOptions) -> None:
+    def __init__(self, voice: Voice, text: str, options: SynthesisOptions,
+                 sentences: list[tuple[str, list[int]]] | None = None) -> None:
+        """``sentences``: ``voice.frontend.sentences(text)`` where the caller has them already
+        (the server runs the front end off its event loop, once per text)."""
         t0 = time.perf_counter()
         self.voice = voice
         self.options = options
-        self.sentences = voice.frontend.sentences(text)  # raises TextError before any work
+        # raises TextError before any work
+        self.sentences = voice.frontend.sentences(text) if sentences is None else sentences
         if options.speed != 1.0 and voice.duration is None:
             raise ValueError(f"voice {voice.name!r} has no duration predictor: it cannot change its speed")
         self.drafter_name = options.drafter or voice.config.default_drafter

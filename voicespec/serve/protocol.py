@@ -247,12 +247,8 @@ def parse_client_message(raw: str | bytes, strict: bool = True) -> ClientMessage
     if kind == "start":
         return _parse_start(fields, tuple(unknown))
     if kind == "text":
+        # their ranges are checked where they apply, on a context's first text (Session._context_options)
         options = {k: fields.pop(k) for k in CONTEXT_OPTIONS if k in fields}
-        if "speed" in options:
-            try:
-                check_speed(options["speed"])
-            except ValueError as e:
-                raise ProtocolError(BAD_OPTION, str(e), cid) from None
         return Text(**fields, options=options)
     if kind == "stats":
         if not 0 <= fields.get("underruns", 0) <= MAX_UNDERRUNS or not 0 <= fields.get("underrun_ms", 0) <= MAX_UNDERRUN_MS:

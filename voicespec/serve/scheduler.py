@@ -43,8 +43,9 @@ class IncrementalStream(SynthesisStream):
     before it has been yielded), and ends after :meth:`close`. Fed the whole text before the
     first step, it yields exactly what :class:`SynthesisStream` yields."""
 
-    def __init__(self, voice: Voice, text: str, options: SynthesisOptions) -> None:
-        super().__init__(voice, text, options)
+    def __init__(self, voice: Voice, text: str, options: SynthesisOptions,
+                 sentences: list[tuple[str, list[int]]] | None = None) -> None:
+        super().__init__(voice, text, options, sentences)
         self._lock = threading.Lock()
         self._flushes: deque[tuple[int, str | int | None]] = deque()  # (after sentence n, id)
         self.closed = False

@@ -29,7 +29,7 @@ from voicespec.pipeline.frame_cache import FrameCache
 from voicespec.pipeline.voice import Voice, load_voice, voice_names
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.http import HttpFront
+from voicespec.serve.http import HttpConnection, HttpFront
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import DecodeWorker, Job
 from voicespec.serve.session import Session
@@ -78,7 +78,8 @@ class TTSServer:
         self._loop = asyncio.get_running_loop()
         self.worker.start()
         self._server = await serve(
-            self._handle, cfg.host, cfg.port, process_request=self.http.process_request, compression=None,
+            self._handle, cfg.host, cfg.port, process_request=self.http.process_request,
+            create_connection=HttpConnection, compression=None,
             max_size=cfg.max_message_bytes, ping_interval=cfg.ping_interval_s, ping_timeout=cfg.ping_timeout_s,
             logger=log,
         )

@@ -36,7 +36,7 @@ from voicespec.serve.encoders import Encoder, check_available, make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
-from voicespec.serve.voices import VoiceSet
+from voicespec.serve.voices import VoiceLoadError, VoiceSet
 
 log = logging.getLogger("voicespec.server")
 
@@ -57,6 +57,7 @@ class _Context:
     voice: Voice | None = None  # the context's voice and options: the session's, or its first text's own
     options: SynthesisOptions | None = None
     encoder: Encoder | None = None  # its audio's bytes (stateful for opus)
+    text_error: str | None = None  # why its last unspeakable piece was refused (the front end's TextError)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Session:
         self.closing = False
         self.messages = Bucket(config.max_messages_per_s, 2 * config.max_messages_per_s)
         self.text_chars = Bucket(config.max_text_chars_per_s, 2 * config.max_text_chars_per_s)
+        self._closer: asyncio.Future | None = None  # the close of an idle client (_hang_up), kept referenced
 
     # -- outgoing
 
@@ -252,15 +254,10 @@ class Session:
 
     # -- client messages
 
-    def handle(self, raw: str | bytes) -> None:
-        """One client message, for a voice already loaded (:meth:`receive` also loads one)."""
-        msg = self._parse(raw)
-        if msg is not None:
-            self._dispatch(msg)
-
     async def receive(self, raw: str | bytes) -> None:
-        """One client message; a voice it names that is not loaded yet is loaded first (on a
-        thread: other connections go on; this one reads its next message after)."""
+        """One client message; a voice it names that is not loaded yet is loaded first, and its
+        text goes through the front end, both on a thread: other connections go on, and this one
+        reads its next message after, so its messages still take effect in order."""
         msg = self._parse(raw)
         if msg is None:
             return
@@ -270,13 +267,11 @@ class Session:
         if name is not None and self.voices.canonical(name) is not None and self.voices.loaded(name) is None:
             try:
                 await self.voices.ensure(name)
-            except Exception as e:  # a broken voice folder: this request fails, the server goes on
-                log.exception("loading voice %r failed", name)
+            except VoiceLoadError as e:  # a broken voice folder (logged once by VoiceSet): this request fails
                 cid = getattr(msg, "context_id", None)
-                self.error(P.UNKNOWN_VOICE, f"voice {name!r} could not be loaded ({type(e).__name__}: {e})", cid,
-                           ended=cid is not None)
+                self.error(P.UNKNOWN_VOICE, str(e), cid, ended=cid is not None)
                 return
-        self._dispatch(msg)
+        await self._dispatch(msg)
 
     def _parse(self, raw: str | bytes) -> P.ClientMessage | None:
         if self.closing:
@@ -294,7 +289,7 @@ class Session:
             self.fail(e)
         return None
 
-    def _dispatch(self, msg: P.ClientMessage) -> None:
+    async def _dispatch(self, msg: P.ClientMessage) -> None:
         try:
             if isinstance(msg, P.Start):
                 self._start(msg)
@@ -304,11 +299,11 @@ class Session:
             elif self.started is None:
                 raise P.ProtocolError(P.NOT_STARTED, "send a 'start' message first", getattr(msg, "context_id", None))
             elif isinstance(msg, P.Text):
-                self._text(msg)
+                await self._text(msg)
             elif isinstance(msg, P.Flush):
-                self._flush(msg)
+                await self._flush(msg)
             elif isinstance(msg, P.End):
-                self._end(msg)
+                await self._end(msg)
             elif isinstance(msg, P.Cancel):
                 self._cancel(msg.context_id)
         except P.ProtocolError as e:
@@ -419,7 +414,7 @@ class Session:
             self.metrics.contexts_started.inc()
         return ctx
 
-    def _text(self, msg: P.Text) -> None:
+    async def _text(self, msg: P.Text) -> None:
         cid = msg.context_id
         new = cid not in self.contexts
         if not new and msg.options:
@@ -455,19 +450,24 @@ class Session:
         n, ctx.settled = complete_prefix(buffer, start=ctx.settled)
         if n:
             ctx.buffer = buffer[n:]
-            self._synthesize(ctx, buffer[:n])
+            await self._synthesize(ctx, buffer[:n])
 
-    def _synthesize(self, ctx: _Context, text: str) -> bool:
+    async def _synthesize(self, ctx: _Context, text: str) -> bool:
         """Hand text to the context's stream (created on its first speakable text); False if
-        nothing in it is speakable (streamed pieces often are only punctuation)."""
+        nothing in it is speakable (streamed pieces often are only punctuation). The front end
+        (normalize, phonemize: its cost grows with the text) runs on a thread, never on the
+        event loop that every connection shares."""
         voice = ctx.voice
         try:
-            sentences = voice.frontend.sentences(text)
-        except TextError:
+            sentences = await asyncio.to_thread(voice.frontend.sentences, text)
+        except TextError as e:
+            ctx.text_error = str(e)
+            return False
+        if ctx.cancelled:  # its synthesis failed while the front end ran
             return False
         if ctx.job is None:
             ctx.t_ready = time.perf_counter()
-            stream = IncrementalStream(voice, text, ctx.options)
+            stream = IncrementalStream(voice, text, ctx.options, sentences)
             ctx.job = Job(stream, ctx, self, self.credits, self.pacing_lead_s)
             self.worker.add(ctx.job)
         else:
@@ -479,25 +479,25 @@ class Session:
         ctx.job.input_version += 1
         self.worker.wake()
 
-    def _release_buffer(self, ctx: _Context) -> None:
+    async def _release_buffer(self, ctx: _Context) -> None:
         text, ctx.buffer, ctx.settled = ctx.buffer, "", 0
         if text.strip():
-            self._synthesize(ctx, text)
+            await self._synthesize(ctx, text)
 
-    def _flush(self, msg: P.Flush) -> None:
+    async def _flush(self, msg: P.Flush) -> None:
         ctx = self._context(msg.context_id, create=False)
         if ctx is None:  # nothing pending: acknowledge at once
             self.put(_Out("msg", None, P.message("flushed", context_id=msg.context_id, flush_id=msg.flush_id)))
             return
         if not ctx.ended:
-            self._release_buffer(ctx)
+            await self._release_buffer(ctx)
         if ctx.job is None:
             self.put(_Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=msg.flush_id)))
         else:
             ctx.job.stream.mark_flush(msg.flush_id)
             self._bump(ctx)
 
-    def _end(self, msg: P.End) -> None:
+    async def _end(self, msg: P.End) -> None:
         cid = msg.context_id
         ctx = self._context(cid, create=False)
         if ctx is None:
@@ -507,12 +507,11 @@ class Session:
         if ctx.ended:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has already ended", cid)
         ctx.ended = True
-        self._release_buffer(ctx)
+        await self._release_buffer(ctx)
         if ctx.job is None:
             self._forget(ctx)
             self.metrics.finished("error")
-            self.error(P.BAD_TEXT, "the context's text has nothing this voice can speak (no English letters or digits)",
-                       cid, ended=True)
+            self.error(P.BAD_TEXT, ctx.text_error or "the context's text was only whitespace", cid, ended=True)
             return
         ctx.job.stream.close()
         self._bump(ctx)
@@ -571,9 +570,7 @@ class Session:
                 return
             if recv not in done and self.started is None and time.monotonic() - opened >= self.cfg.start_timeout_s:
                 recv.cancel()
-                self.error(P.INACTIVE, f"no 'start' within {self.cfg.start_timeout_s:g} s; closing", fatal=True)
-                await self._drain()
-                await ws.close(P.CLOSE_INACTIVE, "no start")
+                await self._hang_up(f"no 'start' within {self.cfg.start_timeout_s:g} s; closing", "no start")
                 return
             if recv not in done:
                 recv.cancel()
@@ -581,13 +578,19 @@ class Session:
                     idle_since = time.monotonic()
                     continue
                 if time.monotonic() - idle_since >= timeout:
-                    self.error(P.INACTIVE, f"no messages for {timeout:g} s; closing", fatal=True)
-                    await self._drain()
-                    await ws.close(P.CLOSE_INACTIVE, "inactivity timeout")
+                    await self._hang_up(f"no messages for {timeout:g} s; closing", "inactivity timeout")
                     return
                 continue
             await self.receive(recv.result())
             idle_since = time.monotonic()
+
+    async def _hang_up(self, text: str, reason: str) -> None:
+        """An idle client is told why, then closed without waiting for its closing handshake: a
+        client that never answers would otherwise hold its session slot for websockets' close
+        timeout (10 s) after the server has given up on it (issue 39)."""
+        self.error(P.INACTIVE, text, fatal=True)
+        await self._drain()
+        self._closer = asyncio.ensure_future(self.ws.close(P.CLOSE_INACTIVE, reason))
 
     async def _drain(self, timeout: float = 2.0) -> None:
         """Let the sender flush what is queued (a final error message) before closing."""

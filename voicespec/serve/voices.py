@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from voicespec.pipeline.drafters import BUILTIN
 from voicespec.pipeline.voice import VOICE_FILE, Voice, resolve_voice
+
+log = logging.getLogger("voicespec.server")
+
+
+class VoiceLoadError(Exception):
+    """An installed voice that failed to load. Its message is for clients: it names the voice,
+    never a path or the exception (those are in the server's log, once)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"voice {name!r} failed to load on the server (its operator's log says why); "
+                         "choose another voice (GET /v1/voices)")
+        self.name = name
 
 
 class VoiceSet:
@@ -26,6 +39,7 @@ class VoiceSet:
         self._names = [default.name, *(n for n in names if n != default.name and n not in self._aliases)]
         self._load, self._prepare = load, prepare
         self._loading: dict[str, asyncio.Future] = {}
+        self._broken: set[str] = set()  # voices whose load failed: not tried again (see ensure)
         prepare(default)
 
     @property
@@ -43,19 +57,35 @@ class VoiceSet:
 
     async def ensure(self, name: str | None) -> Voice | None:
         """The voice, loaded if need be (concurrent requests share one load); None if unknown.
-        A failed load raises, and is tried again by the next request."""
+
+        A failed load is logged once, with its traceback, and remembered: it raises
+        :class:`VoiceLoadError` for this request and, without loading again, for every later one.
+        A broken folder stays broken until the server restarts (a fixed folder is not reloaded):
+        otherwise every request for it reloads it and logs a traceback, which any client could
+        turn into a flood of both (issue 39)."""
         key = self.canonical(name)
         if key is None:
             return None
         if key in self._loaded:
             return self._loaded[key]
+        if key in self._broken:
+            raise VoiceLoadError(key)
         if key not in self._loading:
-            self._loading[key] = asyncio.ensure_future(asyncio.to_thread(self._load_ready, key))
+            self._loading[key] = asyncio.ensure_future(self._load_once(key))
         try:
-            voice = await asyncio.shield(self._loading[key])
+            return await asyncio.shield(self._loading[key])
         finally:
             if self._loading.get(key) is not None and self._loading[key].done():
                 del self._loading[key]
+
+    async def _load_once(self, key: str) -> Voice:
+        """One load of ``key`` on a worker thread, its outcome remembered either way."""
+        try:
+            voice = await asyncio.to_thread(self._load_ready, key)
+        except Exception:  # a broken voice folder: this voice fails, the server goes on
+            log.exception("loading voice %r failed; requests for it fail until the server restarts", key)
+            self._broken.add(key)
+            raise VoiceLoadError(key) from None
         self._loaded[key] = voice
         return voice
 
@@ -70,7 +100,9 @@ class VoiceSet:
         out = []
         for name in self._names:
             voice = self._loaded.get(name)
-            if voice is not None:
+            if name in self._broken:
+                out.append({"name": name, "loaded": False, "error": "failed to load on the server"})
+            elif voice is not None:
                 out.append({"name": name, "loaded": True, "sample_rate": voice.codec.sample_rate,
                             "drafters": voice.drafter_names, "default_drafter": voice.config.default_drafter,
                             "speed": voice.duration is not None, "timestamps": voice.duration is not None})
@@ -78,7 +110,9 @@ class VoiceSet:
                 try:
                     out.append(describe_folder(name))
                 except (OSError, ValueError, KeyError) as e:  # one broken folder does not hide the others
-                    out.append({"name": name, "loaded": False, "error": f"{type(e).__name__}: {e}"})
+                    # Named without its path or the exception's text: this page is for clients.
+                    out.append({"name": name, "loaded": False,
+                                "error": f"its folder could not be read ({type(e).__name__})"})
         return out
 
 
