@@ -148,3 +148,30 @@ def test_ended_and_cancelled_contexts_give_their_cache_rows_back(coarse_voice):
         assert pool.in_use == 0
     finally:
         worker.stop()
+
+
+def test_a_tick_past_its_cap_is_shared_between_connections_not_contexts():
+    """Issue 39, defect 9: fairness per connection. A connection with eight contexts and one with
+    a single context, four contexts a tick: the single one steps every tick, the eight take turns,
+    least recently stepped first, and none waits more than its share."""
+    from voicespec.serve.scheduler import Job, fair_share
+
+    many, one = object(), object()
+    jobs = [Job(None, f"m{i}", many, None, None) for i in range(8)] + [Job(None, "solo", one, None, None)]
+    assert fair_share(jobs, None) == jobs and fair_share(jobs, 9) == jobs  # under the cap: everyone
+    stepped: list[list[str]] = []
+    for tick in range(6):
+        chosen = fair_share(jobs, 4)
+        for job in chosen:
+            job.last_tick = tick
+        stepped.append([job.ctx for job in chosen])
+    assert all(len(t) == 4 and "solo" in t for t in stepped)
+    counts = {f"m{i}": sum(f"m{i}" in t for t in stepped) for i in range(8)}
+    assert set(counts.values()) <= {2, 3} and sum(counts.values()) == 18  # 3 a tick, rotated evenly
+    # more connections than the cap: each waits its turn, the longest-waiting first
+    solos = [Job(None, f"s{i}", object(), None, None) for i in range(5)]
+    first = fair_share(solos, 2)
+    for job in first:
+        job.last_tick = 0
+    second = fair_share(solos, 2)
+    assert not set(first) & set(second)

@@ -101,6 +101,7 @@ class Job:
     it: Generator[Any, Any, None] | None = None
     work: Work | None = None  # the call it is parked at, waiting for the next batch
     failed: bool = False
+    last_tick: int = -1  # the tick it last stepped in (fair_share serves the least recent first)
 
 
 class _Finished:
@@ -113,6 +114,26 @@ class Failed:
 
 
 FINISHED = _Finished()
+
+
+def fair_share(ready: list[Job], cap: int | None) -> list[Job]:
+    """The jobs one tick steps: all of ``ready``, or, past ``cap``, ``cap`` of them shared round
+    robin between connections (one context of each per round, each connection's least recently
+    stepped first, connections whose wait is longest first). A tick's cost grows with the
+    contexts in it, so without this a connection with many contexts slowed every neighbour's
+    audio by its own count (issue 39: 12 sockets x 8 contexts left a one-context neighbour at
+    TTFA 4.8 s); with it a connection's contexts share its turn."""
+    if cap is None or len(ready) <= cap:
+        return ready
+    queues: dict[int, deque[Job]] = {}
+    for job in sorted(ready, key=lambda j: j.last_tick):
+        queues.setdefault(id(job.session), deque()).append(job)
+    rounds, chosen = list(queues.values()), []
+    while len(chosen) < cap:
+        for q in rounds:
+            if q and len(chosen) < cap:
+                chosen.append(q.popleft())
+    return chosen
 
 
 class AudioWorker:
@@ -173,8 +194,9 @@ class DecodeWorker:
     """The thread that runs the model, tick by tick over every runnable job (module docstring),
     with an :class:`AudioWorker` beside it for the audio."""
 
-    def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None]) -> None:
+    def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None], tick_contexts: int | None = None) -> None:
         self.queue_limit = queue_limit
+        self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
         self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
@@ -222,6 +244,8 @@ class DecodeWorker:
                     continue
             ready.append((job, job.input_version))
         self._jobs = keep
+        version = dict(ready)
+        ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts)]
         return ready, (None if ready else wait)
 
     def _run(self) -> None:
@@ -243,6 +267,7 @@ class DecodeWorker:
         versions = dict(ready)
         jobs = [job for job, _ in ready]
         for job in jobs:
+            job.last_tick = self.ticks
             if job.work is None:
                 self._advance(job, None, versions[job])
         made: dict[int, set[type]] = {id(j): set() for j in jobs}
