@@ -65,7 +65,7 @@ def test_say_writes_audio_and_prints_one_summary_line(tiny_voice_dir, tmp_path):
         (["serve", "--max-sessions", "0"], "max sessions must be > 0"),
         (["client", "hi", "-o", "x.wav", "--url", "ws://[bad"], "bad server URL"),
         (["client", "hi", "-o", "x.wav", "--url", "http://example.com"], "server URL must look like ws://"),
-        (["client", "hi", "-o", "x.wav", "--url", "ws://127.0.0.1:9/v1/stream"], "could not"),
+        (["client", "hi", "-o", "x.wav", "--url", "ws://127.0.0.1:9/v1/stream", "--wait-s", "0"], "could not"),
         (["train", "lm", "--bogus"], "the following arguments are required: --data"),
         (["say", "hi", "-o", "x.wav", "--model", "/nonexistent/voice"], "/nonexistent/voice: no such voice folder"),
         (["say", "hi", "-o", "x.wav", "--model", "no-such-voice"], "unknown voice 'no-such-voice'"),

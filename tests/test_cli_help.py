@@ -95,7 +95,7 @@ def free_port() -> int:
 
 def test_a_client_with_no_server_is_told_to_start_one(tmp_path, capsys):
     url = f"ws://127.0.0.1:{free_port()}/v1/stream"
-    assert main(["client", "hi", "-o", str(tmp_path / "x.wav"), "--url", url]) == 2
+    assert main(["client", "hi", "-o", str(tmp_path / "x.wav"), "--url", url, "--wait-s", "0"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"voicespec: error: could not connect to {url} (connection refused): is `voicespec serve` running there? "
         "Start one with `voicespec serve`, or pass --url")

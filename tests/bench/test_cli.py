@@ -113,11 +113,13 @@ def test_stress_command_runs_each_phase_and_finds_nothing_left(tmp_path, capsys)
     voice = build(tmp_path / "v")
     out = tmp_path / "stress.json"
     code = main(["stress", "--voice", str(voice), "--messages", "3000", "--sockets", "3", "--disconnects", "20",
-                 "--out", str(out)])
+                 "--flood-s", "1.5", "--flood-sockets", "3", "--out", str(out)])
     printed = capsys.readouterr().out
     report = json.loads(out.read_text())
-    assert [p["phase"] for p in report["phases"]] == ["fuzz", "disconnects"] and "| fuzz |" in printed
+    assert [p["phase"] for p in report["phases"]] == ["fuzz", "disconnects", "cpu flood", "contexts flood"]
+    assert "| fuzz |" in printed and "/healthz p99 ms" in printed
     for p in report["phases"]:
         assert p["tracebacks"] == 0 and p["bad_closes"] == 0 and p["max_lsb"] <= 1 and p["good_runs"] >= 1, p
+        assert p["healthz_p99_ms"] > 0
         assert p["rows_left"] == 0 and p["contexts_left"] == 0
     assert code == 0

@@ -4,9 +4,11 @@ Phases, each beside one well-behaved session whose tokens must stay what they we
 server (its audio identical, or — where its frames were decoded in a batch with others — within
 1 LSB: the batched codec call rounds differently from a lone one): a fuzz flood (generated hostile messages, :mod:`.hostile`, from sockets that
 reconnect whenever the server closes them), a storm of mid-stream disconnects (resets and close
-frames), and a soak of a few sessions. It counts what matters for hardening: tracebacks logged,
-closes without an error frame, server errors by code, cache rows, contexts and file descriptors
-left behind, and memory growth."""
+frames), two floods within every per-connection budget (a CPU flood: digit runs that once cost
+seconds of front-end work each; a contexts flood: many sockets with eight long contexts each), and
+a soak of a few sessions. It counts what matters for hardening: tracebacks logged, closes without
+an error frame, server errors by code, cache rows, contexts and file descriptors left behind,
+memory growth, and how long ``/healthz`` takes to answer meanwhile (p99)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ class StressConfig:
     disconnects: int = 1000
     soak_s: float = 0.0  # 0: no soak phase
     soak_sessions: int = 4
+    flood_s: float = 20.0  # each flood phase's length (0: no flood phases)
+    flood_sockets: int = 12  # the contexts flood's sockets (the CPU flood uses one, as the probe did)
     seed: int = 0
 
 
@@ -67,12 +71,13 @@ class StressReport:
 
     def table(self) -> str:
         rows = ["| phase | what | tracebacks | closes without error frame | good session's audio | good TTFA ms (quiet "
-                f"{self.quiet_ttfa_ms:.0f}) | rows / contexts / fds left | RSS MB before → after |",
-                "|---|---|---|---|---|---|---|---|"]
+                f"{self.quiet_ttfa_ms:.0f}) | /healthz p99 ms | rows / contexts / fds left | RSS MB before → after |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for p in self.phases:
             audio = "identical" if p["identical"] else f"within {p['max_lsb']:.0f} LSB"
             rows.append(f"| {p['phase']} | {p['what']} | {p['tracebacks']} | {p['bad_closes']} | {audio} | "
-                        f"{p['good_ttfa_ms']:.0f} | {p['rows_left']} / {p['contexts_left']} / {p['fds_left']:+d} | "
+                        f"{p['good_ttfa_ms']:.0f} | {p['healthz_p99_ms']:.0f} | "
+                        f"{p['rows_left']} / {p['contexts_left']} / {p['fds_left']:+d} | "
                         f"{p['rss_before']:.0f} → {p['rss_after']:.0f} |")
         return "\n".join(rows)
 
@@ -160,6 +165,65 @@ async def _drop(url: str, i: int) -> None:
     await c.close()
 
 
+DIGIT_FLOOD = "1" * 4300 + "."  # issue 39: 17,200 characters a second at one every 0.25 s, under the 20,000 budget
+LONG_TEXT = "This context has a long story to tell, sentence after sentence. " * 12
+
+
+async def _healthz_ms(port: int) -> float:
+    t = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    await reader.read()
+    writer.close()
+    return 1000 * (time.perf_counter() - t)
+
+
+async def _started(url: str) -> Any:
+    ws = await connect(url, max_size=None)
+    await ws.send(json.dumps({"type": "start", "seed": 0}))
+    await ws.recv()
+    return ws
+
+
+async def _digit_flood(url: str, seconds: float) -> None:
+    """One socket, within every budget: a 4,300-digit text every 0.25 s, then its end and cancel."""
+    ws, t, n = await _started(url), time.monotonic(), 0
+    drain = asyncio.create_task(_drain(ws))
+    while time.monotonic() - t < seconds:
+        for kind, extra in (("text", {"text": DIGIT_FLOOD}), ("end", {}), ("cancel", {})):
+            await ws.send(json.dumps({"type": kind, "context_id": f"d{n}", **extra}))
+        n += 1
+        await asyncio.sleep(0.25)
+    drain.cancel()
+    await ws.close()
+
+
+async def _contexts_flood(url: str, seconds: float, contexts: int) -> None:
+    """One socket keeping ``contexts`` long contexts going (each ended, the next begun on its done)."""
+    ws, t = await _started(url), time.monotonic()
+    for n in range(contexts):
+        await ws.send(json.dumps({"type": "text", "context_id": f"c{n}", "text": LONG_TEXT}))
+        await ws.send(json.dumps({"type": "end", "context_id": f"c{n}"}))
+    n = contexts
+    with contextlib.suppress(ConnectionClosed):
+        while time.monotonic() - t < seconds:
+            try:
+                m = await asyncio.wait_for(ws.recv(), max(0.01, seconds - (time.monotonic() - t)))
+            except asyncio.TimeoutError:
+                break
+            if isinstance(m, str) and json.loads(m).get("type") in ("done", "error"):
+                await ws.send(json.dumps({"type": "text", "context_id": f"c{n}", "text": LONG_TEXT}))
+                await ws.send(json.dumps({"type": "end", "context_id": f"c{n}"}))
+                n += 1
+    await ws.close()
+
+
+async def _drain(ws: Any) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+
+
 def run_stress(voice: Voice, config: StressConfig) -> StressReport:
     counter = _Tracebacks()
     for name in ("voicespec", "websockets"):
@@ -184,12 +248,19 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
                     while not stop.is_set():
                         runs.append(await _good(server.url))
 
-                good = asyncio.create_task(good_loop())
+                async def probe():
+                    while not stop.is_set():
+                        healthz.append(await _healthz_ms(server.server.port))
+                        await asyncio.sleep(0.05)
+
+                good, probing = asyncio.create_task(good_loop()), asyncio.create_task(probe())
                 await load(closes)
                 stop.set()
                 await good
+                await probing
                 return runs
 
+            healthz: list[float] = []
             runs = asyncio.run(both())
             t = time.monotonic()
             while time.monotonic() - t < 30 and (server.server.worker._jobs or server.server.sessions):
@@ -202,6 +273,7 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
                 "identical": all(p == reference for _, p in runs), "max_lsb": max((_lsb(p, reference) for _, p in runs), default=0),
                 "good_runs": len(runs),
                 "good_ttfa_ms": sorted(t for t, _ in runs)[len(runs) // 2] if runs else float("nan"),
+                "healthz_p99_ms": float(np.percentile(healthz, 99)) if healthz else float("nan"),
                 "rows_left": pool.pool.in_use if pool is not None else 0,
                 "contexts_left": len(server.server.worker._jobs), "fds_left": open_fds() - fds,
                 "rss_before": rss, "rss_after": rss_mb()})
@@ -222,6 +294,19 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
                     await asyncio.sleep(0.01)
 
         phase("disconnects", f"{config.disconnects:,} mid-stream drops (resets, close frames)", storm)
+        if config.flood_s:
+            async def cpu_flood(closes):
+                await _digit_flood(server.url, config.flood_s)
+
+            phase("cpu flood", f"a 4,300-digit text every 0.25 s from one socket for {config.flood_s:g} s", cpu_flood)
+            contexts = ServerConfig().max_contexts_per_session
+
+            async def contexts_flood(closes):
+                await asyncio.gather(*(_contexts_flood(server.url, config.flood_s, contexts)
+                                       for _ in range(config.flood_sockets)))
+
+            phase("contexts flood", f"{config.flood_sockets} sockets x {contexts} long contexts for {config.flood_s:g} s",
+                  contexts_flood)
         if config.soak_s:
             async def soak(closes):
                 t = time.monotonic()

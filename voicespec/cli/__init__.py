@@ -20,7 +20,7 @@ from voicespec.cli.args import CliError, Parser
 from voicespec.cli import evaluate as E
 from voicespec.cli import train as T
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.protocol import DEFAULT_URL
+from voicespec.serve.protocol import DEFAULT_URL, PROTOCOL_VERSION
 
 
 def _run(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -58,10 +58,17 @@ def build_parser() -> Parser:
     p.add_argument("--wav", default="out/demo.wav", help="where the pipeline demo writes its audio")
     p.set_defaults(func=_cmd("cmd_demo"))
 
-    p = sub.add_parser("say", help="synthesize one text to an audio file (or stdout)")
-    p.add_argument("text", nargs="?", help="the text; '-' or none (with stdin not a terminal): read it from stdin")
-    p.add_argument("-o", "--output", required=True,
-                   help=f"output file ({', '.join('.' + f for f in A.AUDIO_FORMATS)}), or '-' for stdout; its folder must exist")
+    p = sub.add_parser("say", help="synthesize one text to an audio file (or stdout)",
+                       description="Synthesize TEXT of any length (long text is spoken sentence by sentence) to "
+                                   "an audio file, to stdout, or as raw PCM while it is made (--output-raw).")
+    p.add_argument("text", nargs="?", help=A.TEXT_HELP)
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("-o", "--output",
+                     help=f"output file ({', '.join('.' + f for f in A.AUDIO_FORMATS)}), or '-' for stdout; its folder must exist")
+    out.add_argument("--output-raw", action="store_true",
+                     help="stream raw audio to stdout as it is made, chunk by chunk: 16-bit signed little-endian "
+                          "mono PCM (s16le) at the output rate (--sample-rate, else the codec's; stated on stderr), "
+                          "e.g. | aplay -r 24000 -f S16_LE -c 1")
     p.add_argument("--format", choices=A.AUDIO_FORMATS,
                    help="audio format (default: by the output's extension; wav for stdout)")
     A.add_voice_args(p)
@@ -99,7 +106,8 @@ def build_parser() -> Parser:
     p.set_defaults(func=_cmd("cmd_generate"))
 
     S = ServerConfig()  # the serve flags' defaults are the config's own
-    p = sub.add_parser("serve", help="WebSocket streaming server (protocol v1), /metrics, /healthz and a browser player at /")
+    p = sub.add_parser("serve", help=f"WebSocket streaming server (protocol {PROTOCOL_VERSION}), /metrics, /healthz and a "
+                                     "browser player at /")
     p.add_argument("--host", default=S.host, help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=A.port_arg, default=S.port, help="0 picks a free port")
     p.add_argument("--model", "--voice", dest="model", help="the default voice: a folder or an installed voice name (default: voicespec-tiny)")
@@ -124,6 +132,8 @@ def build_parser() -> Parser:
     p.add_argument("--max-gamma", type=A.positive(int, "max gamma"), default=S.max_gamma, help="longest fixed draft a session may ask for")
     p.add_argument("--frame-cache-mb", type=A.positive(float, "frame cache MB", allow_zero=True), default=S.frame_cache_mb,
                    help="replay repeated sentences from a cache of their decoded frames this big; 0: off")
+    p.add_argument("--max-tick-contexts", type=A.positive(int, "max tick contexts"), default=S.max_tick_contexts,
+                   help="contexts one decode tick steps, shared fairly between connections past it")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="serve as a Ray Serve application (replicas each holding the voice, one ingress on --ray-port): "
@@ -137,17 +147,24 @@ def build_parser() -> Parser:
                    help="GPUs per replica (Ray hides GPUs from actors that ask for none; 0.5 puts two on a GPU)")
     p.set_defaults(func=_cmd("cmd_serve"))
 
-    p = sub.add_parser("stress", help="the server on loopback against hostile clients: fuzz flood, disconnect storm, soak; one table")
+    p = sub.add_parser("stress", help="the server on loopback against hostile clients: fuzz flood, disconnect storm, CPU and contexts floods, soak; one table")
     A.add_voice_args(p)
     p.add_argument("--messages", type=A.positive(int, "messages"), default=100_000, help="generated hostile messages")
     p.add_argument("--sockets", type=A.positive(int, "sockets"), default=8, help="hostile sockets at a time")
     p.add_argument("--disconnects", type=A.positive(int, "disconnects"), default=1000, help="mid-stream drops")
     p.add_argument("--soak-s", type=A.positive(float, "soak seconds", allow_zero=True), default=0.0, help="soak of 4 sessions this long (0: none)")
+    p.add_argument("--flood-s", type=A.positive(float, "flood seconds", allow_zero=True), default=20.0,
+                   help="length of each flood within budgets: 4,300-digit texts from one socket, then --flood-sockets "
+                        "sockets of 8 long contexts each (0: no floods)")
+    p.add_argument("--flood-sockets", type=A.positive(int, "flood sockets"), default=12, help="sockets of the contexts flood")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated messages")
     p.add_argument("--out", help="also write the report as JSON here")
     p.set_defaults(func=_cmd("cmd_stress"))
 
-    p = sub.add_parser("client", help="speak TEXT through a running server to an audio file; report TTFA, gaps, underruns")
+    about = "speak TEXT through a running server to an audio file; report TTFA, gaps, underruns"
+    p = sub.add_parser("client", help=about, description=(
+        f"{about}. Speaks protocol {PROTOCOL_VERSION} to `voicespec serve`; waits up to --wait-s for a server "
+        "that is still starting."))
     A.add_client_args(p, DEFAULT_URL)
     p.set_defaults(func=_cmd("cmd_client"))
 

@@ -180,11 +180,19 @@ def add_voice_args(p: argparse.ArgumentParser) -> None:
                    help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the codec's)")
 
 
+TEXT_HELP = "the text; '-' or none (with stdin not a terminal): read it from stdin"
+WAIT_S = 15.0  # the client's default wait for a server that is still starting
+
+
 def add_client_args(p: argparse.ArgumentParser, default_url: str) -> None:
-    p.add_argument("text", help="the text to speak")
+    p.add_argument("text", nargs="?", help=TEXT_HELP)
     p.add_argument("-o", "--output", required=True, help="output audio file, by extension: "
-                   f"{', '.join('.' + f for f in AUDIO_FORMATS)} (written atomically)")
+                   f"{', '.join('.' + f for f in AUDIO_FORMATS)} (written atomically; its folder must exist), "
+                   "or '-' for stdout (wav)")
     p.add_argument("--url", type=ws_url_arg, default=default_url, help="server WebSocket URL")
+    p.add_argument("--wait-s", type=positive(float, "wait seconds", allow_zero=True), default=WAIT_S,
+                   help="while the connection is refused (a server still starting: `voicespec serve &` loads its "
+                        "voice first), retry for up to this many seconds before giving up; 0: try once")
     p.add_argument("--api-key", help="API key (sent as Authorization: Bearer)")
     p.add_argument("--token", help="a short-lived token from the server's GET /v1/token, instead of the key")
     p.add_argument("--sample-rate", type=sample_rate_arg,

@@ -5,14 +5,21 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import socket
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from voicespec.cli.args import CliError
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.options import SAMPLING_OPTIONS
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 
 def quiet_libraries() -> None:
@@ -43,12 +50,13 @@ def synthesis_options(args: argparse.Namespace, voice):
                             speed=getattr(args, "speed", 1.0))
 
 
-def read_text(text: str | None) -> str:
-    """``say``'s TEXT: as given, or read from stdin for ``-`` (or none, when stdin is not a terminal)."""
+def read_text(text: str | None, command: str = "say") -> str:
+    """``say``'s (and ``client``'s) TEXT: as given, or read from stdin for ``-`` (or none, when
+    stdin is not a terminal)."""
     if text == "-" or (text is None and sys.stdin is not None and not sys.stdin.isatty()):
         return stdin_text()
     if text is None:
-        raise CliError("say needs TEXT (or '-' to read it from stdin)")
+        raise CliError(f"{command} needs TEXT (or '-' to read it from stdin)")
     return argument_text(text)
 
 
@@ -81,15 +89,15 @@ def argument_text(text: str) -> str:
     return text
 
 
-def audio_output(output: str, fmt: str | None) -> tuple[Path | None, str]:
-    """Where ``say`` writes (None: stdout) and in what format (an extension such as ``.wav``),
-    checked before any work. ``--format`` overrides the extension, but may not contradict a known
-    one; a missing folder is an error, not made silently (a typo would scatter files)."""
+def audio_output(output: str, fmt: str | None, command: str = "say") -> tuple[Path | None, str]:
+    """Where ``say`` (or ``client``) writes (None: stdout) and in what format (an extension such
+    as ``.wav``), checked before any work. ``--format`` overrides the extension, but may not
+    contradict a known one; a missing folder is an error, not made silently (a typo would scatter
+    files)."""
     from voicespec.audio import FILE_FORMATS, check_audio_path
 
     if output == "-":
-        if sys.stdout.isatty():
-            raise CliError("refusing to write audio to a terminal: redirect stdout (> out.wav, | aplay) or give -o FILE")
+        check_not_terminal("-o FILE")
         return None, "." + (fmt or "wav")
     path = Path(output)
     ext = path.suffix.lower()
@@ -100,35 +108,90 @@ def audio_output(output: str, fmt: str | None) -> tuple[Path | None, str]:
     folder = path.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "no such folder"
-        raise CliError(f"{folder}: {what} (say writes into an existing folder; create it first)")
+        raise CliError(f"{folder}: {what} ({command} writes into an existing folder; create it first)")
     return path, ext if fmt is None else "." + fmt
+
+
+def check_not_terminal(instead: str) -> None:
+    """Audio is not for a terminal: refuse before any work."""
+    if sys.stdout.isatty():
+        raise CliError(f"refusing to write audio to a terminal: redirect stdout (> out.wav, | aplay) or give {instead}")
+
+
+def write_audio_stream(path: Path, chunks: Iterable[torch.Tensor], sample_rate: int, suffix: str) -> None:
+    """Write chunks of PCM to ``path`` as they come (atomically), so a chapter's audio is never
+    held whole: quantized and encoded as :func:`voicespec.audio.encode_audio` does (the same bytes,
+    but for an Ogg stream's random serial number)."""
+    import soundfile as sf
+
+    from voicespec.audio import FILE_FORMATS, atomic_open, to_int16
+
+    fmt, subtype = FILE_FORMATS[suffix]
+    with atomic_open(path) as f, sf.SoundFile(f, "w", sample_rate, 1, subtype, format=fmt) as out:
+        for pcm in chunks:
+            out.write(to_int16(pcm))
+
+
+def audio_to_stdout(pcm: torch.Tensor | np.ndarray, sample_rate: int, suffix: str) -> None:
+    """A whole audio file on stdout: its header needs its length, so it is written at the end."""
+    from voicespec.audio import encode_audio
+
+    sys.stdout.buffer.write(encode_audio(pcm, sample_rate, suffix))
+    sys.stdout.buffer.flush()
+
+
+def write_raw_stream(chunks: Iterable[torch.Tensor], sample_rate: int) -> None:
+    """``--output-raw``: s16le mono PCM on stdout, each chunk flushed as it is made (Piper's
+    ``--output-raw``, for ``| aplay``); a reader that goes away ends it quietly."""
+    from voicespec.audio import to_encoding
+
+    print(f"raw audio on stdout: s16le, mono, {sample_rate} Hz", file=sys.stderr, flush=True)
+    out = sys.stdout.buffer
+    try:
+        for pcm in chunks:
+            out.write(to_encoding(pcm, "pcm_s16le"))
+            out.flush()
+    except BrokenPipeError:  # `| head -c N`: stop, and keep Python's exit flush from failing again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def cmd_say(args: argparse.Namespace) -> int:
     import torch
 
-    from voicespec.audio import atomic_open, encode_audio
-    from voicespec.pipeline.synthesis import Synthesizer
+    from voicespec.api import LongTextStream
     from voicespec.pipeline.voice import load_voice
 
-    path, suffix = audio_output(args.output, args.format)
+    if args.output_raw:
+        if args.format:
+            raise CliError("--format does not apply to --output-raw (always raw s16le PCM)")
+        check_not_terminal("-o FILE")
+        path, suffix = None, None
+    else:
+        path, suffix = audio_output(args.output, args.format)
     text = read_text(args.text)
     voice = load_voice(args.model, args.device, args.dtype)
-    stream = Synthesizer(voice).stream(text, synthesis_options(args, voice))
-    chunks = [chunk.pcm for chunk in stream]
-    pcm = torch.cat(chunks) if chunks else torch.zeros(0)
-    data = encode_audio(pcm, stream.stats.sample_rate, suffix)
-    if path is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+    stream = LongTextStream(voice, text, synthesis_options(args, voice))
+    rate = stream.stats.sample_rate
+    chunks = (chunk.pcm for chunk in stream)
+    if args.output_raw:
+        write_raw_stream(chunks, rate)
+    elif path is not None:
+        write_audio_stream(path, chunks, rate, suffix)
     else:
-        with atomic_open(path) as f:
-            f.write(data)
+        audio_to_stdout(torch.cat([*chunks, torch.zeros(0)]), rate, suffix)
     if args.dump_tokens:
         frames = [f.tolist() for f in stream.frames]
         Path(args.dump_tokens).write_text(json.dumps({"sentences": [s for s, _ in stream.sentences], "frames": frames}))
     print(stream.stats.summary(), file=sys.stdout if path is not None else sys.stderr)  # never into the audio
     return 0
+
+
+def long_text(synthesizer_for: Callable[[str | None], Any]) -> Callable[[str | None], Any]:
+    """``synthesizer_for`` whose synthesizers take items of any length (a chapter on one line),
+    piece by piece (:class:`voicespec.api.LongTextSynthesizer`), with the same loaded voices."""
+    from voicespec.api import LongTextSynthesizer
+
+    return lambda name: LongTextSynthesizer(synthesizer_for(name).voice)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -137,7 +200,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     src = Path(args.input)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such input file")
-    synthesizer_for = synthesizers(args.model, args.device, args.dtype)
+    synthesizer_for = long_text(synthesizers(args.model, args.device, args.dtype))
     default = synthesizer_for(None)  # the default voice must load, or nothing can be done
     out = Path(args.output)
     config = BatchConfig(out, synthesis_options(args, default.voice), args.format, args.resume,
@@ -228,7 +291,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         inactivity_timeout_s=args.inactivity_timeout, start_timeout_s=args.start_timeout,
         max_messages_per_s=args.max_messages_per_s, max_text_chars_per_s=args.max_text_chars_per_s,
         max_sessions_per_address=args.max_sessions_per_address, stalled_send_timeout_s=args.stalled_send_timeout,
-        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, max_tick_contexts=args.max_tick_contexts, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
     )
 
     if args.ray is not None:
@@ -255,10 +318,13 @@ def cmd_client(args: argparse.Namespace) -> int:
 
     from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
+    from voicespec.audio import write_audio_atomic
     from voicespec.serve.client import ServerError, run_client, summary_line
 
+    path, suffix = audio_output(args.output, None, "client")  # as say does: before any work
+    text = read_text(args.text, "client")
     try:
-        result = asyncio.run(run_client(args))
+        result = asyncio.run(run_client(args, text))
     except ServerError as e:
         raise CliError(f"server: {e}") from None
     except InvalidStatus as e:
@@ -273,7 +339,11 @@ def cmd_client(args: argparse.Namespace) -> int:
         raise  # not the connection: the output file, say
     except InvalidHandshake as e:
         raise CliError(f"could not open a WebSocket to {args.url}: {e}") from None
-    print(summary_line(result, args.prebuffer_ms))
+    if path is None:
+        audio_to_stdout(result["pcm"], result["sample_rate"], suffix)
+    else:
+        write_audio_atomic(path, result["pcm"], result["sample_rate"])
+    print(summary_line(result, args.prebuffer_ms), file=sys.stdout if path is not None else sys.stderr)
     return 0
 
 
@@ -309,7 +379,8 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
     voice = load_voice(args.model, args.device, args.dtype)
     report = run_stress(voice, StressConfig(messages=args.messages, sockets=args.sockets, disconnects=args.disconnects,
-                                            soak_s=args.soak_s, seed=args.seed))
+                                            soak_s=args.soak_s, flood_s=args.flood_s, flood_sockets=args.flood_sockets,
+                                            seed=args.seed))
     print(report.table())
     if args.out:
         Path(args.out).write_text(json.dumps(report.to_dict(), indent=1) + "\n")

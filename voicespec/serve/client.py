@@ -1,4 +1,4 @@
-"""Python client for ``voicespec serve`` (protocol v1.1).
+"""Python client for ``voicespec serve`` (protocol 1.1: :data:`voicespec.serve.protocol.PROTOCOL_VERSION`).
 
 :class:`TTSClient` speaks the protocol (several contexts per socket, binary or base64 audio, every
 encoding, word timestamps, per-context options); a :class:`Result` is judged by the listener model
@@ -15,6 +15,7 @@ of :mod:`voicespec.serve.playout`, as the benchmarks judge streams::
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import itertools
 import json
@@ -36,11 +37,16 @@ from voicespec.serve import protocol as P
 
 
 class ServerError(Exception):
-    """An ``error`` message from the server."""
+    """An ``error`` message from the server that ended a request, with the errors it sent for that
+    request before (``earlier``). Its message and ``code`` are the first one's: the cause, where a
+    later one only follows from it (text rejected as too long, then "no text" when the context
+    ends); ``fatal`` and ``context_ended`` are the ending one's. ``errors``: all, in order."""
 
-    def __init__(self, msg: dict[str, Any]) -> None:
-        super().__init__(f"{msg.get('code')}: {msg.get('message')}")
-        self.code: str = msg.get("code", "")
+    def __init__(self, msg: dict[str, Any], earlier: Iterable[dict[str, Any]] = ()) -> None:
+        self.errors: list[dict[str, Any]] = [*earlier, msg]
+        first = self.errors[0]
+        super().__init__(f"{first.get('code')}: {first.get('message')}")
+        self.code: str = first.get("code", "")
         self.context_id: str | None = msg.get("context_id")
         self.fatal: bool = bool(msg.get("fatal"))
         self.context_ended: bool = bool(msg.get("context_ended"))
@@ -80,18 +86,28 @@ class Result:
 
 
 _END = object()
+CONNECT_RETRY_S = 0.25  # between attempts while a server is not up yet
+
+
+def is_refused(e: OSError) -> bool:
+    """Whether the connection was refused: nothing listens there (yet). A name with several
+    addresses (``localhost``) fails as one errno-less OSError joining theirs: refused if one was."""
+    return (isinstance(e, ConnectionRefusedError) or e.errno == errno.ECONNREFUSED
+            or (str(e).startswith("Multiple exceptions:") and f"[Errno {errno.ECONNREFUSED}]" in str(e)))
 
 
 class TTSClient:
     """``async with TTSClient(url, api_key=...) as c: await c.start(sample_rate=16000); r = await c.synthesize("Hi.")``
 
-    ``api_key`` goes in the ``Authorization`` header; ``token`` (from ``GET /v1/token``) in the URL."""
+    ``api_key`` goes in the ``Authorization`` header; ``token`` (from ``GET /v1/token``) in the URL.
+    ``wait_s``: how long to keep retrying while the connection is refused (a server still starting)."""
 
     def __init__(self, url: str = P.DEFAULT_URL, api_key: str | None = None, origin: str | None = None,
-                 open_timeout: float = 10.0, token: str | None = None) -> None:
+                 open_timeout: float = 10.0, token: str | None = None, wait_s: float = 0.0) -> None:
         if token is not None:
             url += ("&" if urlsplit(url).query else "?") + urlencode({"token": token})
         self.url, self.api_key, self.origin, self.open_timeout = url, api_key, origin, open_timeout
+        self.wait_s = wait_s
         self.ws: ClientConnection | None = None
         self.ready: dict[str, Any] | None = None
         self.fatal: dict[str, Any] | None = None  # the server's fatal error, if it sent one before closing
@@ -101,11 +117,24 @@ class TTSClient:
         self._ids = itertools.count()
 
     async def __aenter__(self) -> TTSClient:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-        self.ws = await connect(self.url, additional_headers=headers, origin=self.origin, max_size=None,
-                                compression=None, open_timeout=self.open_timeout)
+        self.ws = await self._connect()
         self._reader = asyncio.create_task(self._read())
         return self
+
+    async def _connect(self) -> ClientConnection:
+        """Open the socket, retrying for up to ``wait_s`` while nothing listens there yet: a
+        server started a moment ago (``voicespec serve &``) loads its voice before it listens."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                return await connect(self.url, additional_headers=headers, origin=self.origin, max_size=None,
+                                     compression=None, open_timeout=self.open_timeout)
+            except OSError as e:
+                left = deadline - time.monotonic()
+                if not is_refused(e) or left <= 0:
+                    raise
+                await asyncio.sleep(min(CONNECT_RETRY_S, left))
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
@@ -206,7 +235,7 @@ class TTSClient:
                 chunks.append(item)
             elif item["type"] == "error":
                 if item.get("context_ended"):
-                    raise ServerError(item)
+                    raise ServerError(item, errors)
                 errors.append(item)
             elif item["type"] == "timestamps":
                 words += item.get("words", [])
@@ -258,24 +287,27 @@ def _pieces(text: str, words: int) -> list[str]:
     return [" ".join(w[i:i + words]) + (" " if i + words < len(w) else "") for i in range(0, len(w), words)]
 
 
-async def run_client(args: Any) -> dict[str, Any]:
-    from voicespec.audio import check_audio_path, write_audio_atomic
-
-    check_audio_path(args.output)
+async def run_client(args: Any, text: str) -> dict[str, Any]:
+    """Speak ``text`` through the server at ``args.url`` (``voicespec client``'s flags); the
+    audio (``pcm`` at ``sample_rate``) and the figures :func:`summary_line` reports. A request the
+    server rejected any of (a text too long, ...) raises :class:`ServerError`, naming the first
+    error, not a later one that only follows from it."""
     options = dict(voice=args.voice, sample_rate=args.sample_rate, encoding=args.encoding, drafter=args.drafter,
                    gamma=args.gamma, latency_budget_ms=args.latency_budget_ms, seed=args.seed, speed=args.speed,
                    word_timestamps=args.word_timestamps or None,
                    **{o.name: getattr(args, o.name) for o in SAMPLING_OPTIONS})
-    async with TTSClient(args.url, api_key=args.api_key, token=args.token) as client:
+    async with TTSClient(args.url, api_key=args.api_key, token=args.token, wait_s=args.wait_s) as client:
         await client.start(**options)
-        result = await client.synthesize(_pieces(args.text, args.words_per_message))
+        result = await client.synthesize(_pieces(text, args.words_per_message))
         play = result.playout(args.prebuffer_ms / 1000)
         await client.send("stats", context_id=result.context_id, underruns=play["underruns"],
                           underrun_ms=play["stall_s"] * 1000)
-    write_audio_atomic(args.output, result.pcm, result.sample_rate)
+    if result.errors:  # some of its text was rejected: the audio would silently lack it
+        raise ServerError(result.errors[-1], result.errors[:-1])
     g = gaps([t for t, _ in result.arrivals])
     return {"ttfa_s": result.ttfa_s, "chunks": len(result.arrivals), "max_gap_s": max(g, default=0.0),
-            "playout": play, "server": result.stats, "sample_rate": result.sample_rate, "words": result.words}
+            "playout": play, "server": result.stats, "sample_rate": result.sample_rate, "words": result.words,
+            "pcm": result.pcm}
 
 
 def summary_line(r: dict[str, Any], prebuffer_ms: float) -> str:
