@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from voicespec.batch import PROGRESS, SUMMARY
 from voicespec.cli import main

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from contextlib import contextmanager
 
 import pytest
@@ -70,34 +69,13 @@ def test_the_hostile_generator_makes_such_text_and_digit_floods_deterministicall
 
 @contextmanager
 def running(lent, **overrides):
-    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread (as tests/serve/test_server.py's)."""
+    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread, serving the voice ``lent``
+    (None: the one ``overrides["voice"]`` names, loaded by the server); yields the server."""
     from voicespec.serve.config import ServerConfig
-    from voicespec.serve.server import TTSServer
+    from voicespec.serve.server import server_thread
 
-    config = ServerConfig(**{"port": 0, "max_steps": 16, "ping_interval_s": None, **overrides})
-    server = TTSServer(config, lent)
-    loop = asyncio.new_event_loop()
-    started, failure, stop = threading.Event(), [], []
-
-    async def main() -> None:
-        stop.append(asyncio.Event())
-        try:
-            async with server:
-                started.set()
-                await stop[0].wait()
-        except BaseException as e:
-            failure.append(e)
-            started.set()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert started.wait(30) and not failure, failure
-    try:
+    with server_thread(ServerConfig(**{"port": 0, "max_steps": 16, "ping_interval_s": None, **overrides}), lent) as server:
         yield server
-    finally:
-        loop.call_soon_threadsafe(stop[0].set)
-        thread.join(30)
-        loop.close()
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ from voicespec.engine.config import DecodeConfig
 from voicespec.engine.controller import ControllerConfig
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.http import origin_ok as request_origin_ok
-from voicespec.serve.server import TTSServer
+from voicespec.serve.server import server_thread
 from voicespec.paths import SAMPLES_DIR
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer, collect
 
@@ -57,31 +57,8 @@ START = {"sample_rate": 16000, "seed": 11, "gamma": 2, "drafter": "draft-model",
 def running(lent, **overrides):
     """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread, serving the voice ``lent``
     (None: the one ``overrides["voice"]`` names, loaded by the server); yields the server."""
-    config = ServerConfig(**{"port": 0, "max_steps": MAX_STEPS, "ping_interval_s": None, **overrides})
-    server = TTSServer(config, lent)
-    loop = asyncio.new_event_loop()
-    started, failure = threading.Event(), []
-    stop: list[asyncio.Event] = []
-
-    async def main() -> None:
-        stop.append(asyncio.Event())
-        try:
-            async with server:
-                started.set()
-                await stop[0].wait()
-        except BaseException as e:
-            failure.append(e)
-            started.set()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert started.wait(30) and not failure, failure
-    try:
+    with server_thread(ServerConfig(**{"port": 0, "max_steps": MAX_STEPS, "ping_interval_s": None, **overrides}), lent) as server:
         yield server
-    finally:
-        loop.call_soon_threadsafe(stop[0].set)
-        thread.join(30)
-        loop.close()
 
 
 def ws_url(server, query: str = "") -> str:
@@ -1255,7 +1232,7 @@ def test_the_front_end_runs_off_the_event_loop(tiny_voice, monkeypatch):
         async with connect(ws_url(server)) as ws:
             await ws.send(json.dumps({"type": "start", **START}))
             assert json.loads(await ws.recv())["type"] == "ready"
-            loop_thread.append(server_thread(server))
+            loop_thread.append(loop_thread_of(server))
             await ws.send(json.dumps({"type": "text", "context_id": "a", "text": "Hello there. And more"}))
             await ws.send(json.dumps({"type": "text", "context_id": "f", "text": "1" * 4300 + "."}))
             await ws.send(json.dumps({"type": "cancel", "context_id": "f"}))
@@ -1272,7 +1249,7 @@ def test_the_front_end_runs_off_the_event_loop(tiny_voice, monkeypatch):
     assert len(threads) >= 2 and loop_thread not in threads
 
 
-def server_thread(server) -> threading.Thread:
+def loop_thread_of(server) -> threading.Thread:
     """The thread that runs ``server``'s event loop (``running`` starts it on a thread of its own)."""
     return next(t for t in threading.enumerate() if t.ident == server._loop._thread_id)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from voicespec.pipeline.tiny import build_tiny_voice
 from voicespec.pipeline.voice import VOICE_FILE
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.server import TTSServer
+from voicespec.serve.server import server_thread
 
 START = {"type": "start", "sample_rate": 16000, "seed": 3, "gamma": 2}
 REQUESTS = 10  # per way of naming the voice: each a traceback and a reload before the fix
@@ -33,31 +32,10 @@ REQUESTS = 10  # per way of naming the voice: each a traceback and a reload befo
 
 @contextmanager
 def running(lent, **overrides):
-    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread (as tests/serve/test_server.py's)."""
-    config = ServerConfig(**{"port": 0, "max_steps": 16, "ping_interval_s": None, **overrides})
-    server = TTSServer(config, lent)
-    loop = asyncio.new_event_loop()
-    started, failure, stop = threading.Event(), [], []
-
-    async def main() -> None:
-        stop.append(asyncio.Event())
-        try:
-            async with server:
-                started.set()
-                await stop[0].wait()
-        except BaseException as e:
-            failure.append(e)
-            started.set()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert started.wait(30) and not failure, failure
-    try:
+    """A TTSServer on 127.0.0.1:<ephemeral>, on its own loop and thread, serving the voice ``lent``
+    (None: the one ``overrides["voice"]`` names, loaded by the server); yields the server."""
+    with server_thread(ServerConfig(**{"port": 0, "max_steps": 16, "ping_interval_s": None, **overrides}), lent) as server:
         yield server
-    finally:
-        loop.call_soon_threadsafe(stop[0].set)
-        thread.join(30)
-        loop.close()
 
 
 def ws_url(server) -> str:

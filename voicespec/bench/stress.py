@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.client import TTSClient
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.server import TTSServer
+from voicespec.serve.server import TTSServer, server_thread
 
 GOOD_TEXT = "Hello there. This session behaves well."
 DOCUMENTED_CLOSES = {1000, P.CLOSE_TOO_BIG, P.CLOSE_SLOW_CLIENT, P.CLOSE_INACTIVE, P.CLOSE_RATE_LIMITED, P.CLOSE_TRY_LATER}
@@ -86,32 +85,6 @@ def _lsb(a: bytes, b: bytes) -> float:
     """Largest difference between two pcm_s16le streams, in 16-bit steps (inf: lengths differ)."""
     x, y = np.frombuffer(a, "<i2").astype(np.int32), np.frombuffer(b, "<i2").astype(np.int32)
     return float(np.abs(x - y).max(initial=0)) if x.shape == y.shape else float("inf")
-
-
-class _Server:
-    """The server on a thread of its own with its own loop (as in production it has the process)."""
-
-    def __init__(self, voice: Voice, config: ServerConfig) -> None:
-        self.server = TTSServer(config, voice)
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        started = threading.Event()
-
-        async def main() -> None:
-            self._stop = asyncio.Event()
-            async with self.server:
-                started.set()
-                await self._stop.wait()
-
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(main(),), daemon=True)
-        self._thread.start()
-        if not started.wait(60):
-            raise RuntimeError("the server did not start")
-        self.url = f"ws://127.0.0.1:{self.server.port}{P.WS_PATH}"
-
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
 
 
 async def _good(url: str) -> tuple[float, bytes]:
@@ -228,97 +201,103 @@ def run_stress(voice: Voice, config: StressConfig) -> StressReport:
     counter = _Tracebacks()
     for name in ("voicespec", "websockets"):
         logging.getLogger(name).addHandler(counter)
-    server = _Server(voice, ServerConfig(port=0, max_sessions=max(128, config.sockets + 8), ping_interval_s=None))
     report = StressReport(config=asdict(config))
     pool = getattr(voice.target, "stack", None)
-    try:
-        quiet = [asyncio.run(_good(server.url)) for _ in range(3)]
-        report.quiet_ttfa_ms = sorted(t for t, _ in quiet)[1]
-        reference = quiet[0][1]
-
-        def phase(name: str, what: str, load) -> None:
-            before_tb, fds, rss = counter.count, open_fds(), rss_mb()
-            closes: list[tuple[int | None, bool]] = []
-
-            async def both():
-                stop = asyncio.Event()
-                runs: list[tuple[float, bytes]] = []
-
-                async def good_loop():
-                    while not stop.is_set():
-                        runs.append(await _good(server.url))
-
-                async def probe():
-                    while not stop.is_set():
-                        healthz.append(await _healthz_ms(server.server.port))
-                        await asyncio.sleep(0.05)
-
-                good, probing = asyncio.create_task(good_loop()), asyncio.create_task(probe())
-                await load(closes)
-                stop.set()
-                await good
-                await probing
-                return runs
-
-            healthz: list[float] = []
-            runs = asyncio.run(both())
-            t = time.monotonic()
-            while time.monotonic() - t < 30 and (server.server.worker._jobs or server.server.sessions):
-                time.sleep(0.05)
-            report.phases.append({
-                "phase": name, "what": what, "tracebacks": counter.count - before_tb,
-                "bad_closes": sum(1 for code, had_error in closes if code not in DOCUMENTED_CLOSES and not
-                                  (code == P.CLOSE_INTERNAL and had_error)),
-                "closes": {str(c): sum(1 for code, _ in closes if code == c) for c in sorted({c for c, _ in closes if c is not None})},
-                "identical": all(p == reference for _, p in runs), "max_lsb": max((_lsb(p, reference) for _, p in runs), default=0),
-                "good_runs": len(runs),
-                "good_ttfa_ms": sorted(t for t, _ in runs)[len(runs) // 2] if runs else float("nan"),
-                "healthz_p99_ms": float(np.percentile(healthz, 99)) if healthz else float("nan"),
-                "rows_left": pool.pool.in_use if pool is not None else 0,
-                "contexts_left": len(server.server.worker._jobs), "fds_left": open_fds() - fds,
-                "rss_before": rss, "rss_after": rss_mb()})
-
-        messages = list(hostile_messages(config.messages, config.seed))
-        share = [messages[k::config.sockets] for k in range(config.sockets)]
-
-        async def fuzz(closes):
-            await asyncio.gather(*(_hostile(server.url, m, closes) for m in share))
-
-        phase("fuzz", f"{config.messages:,} generated hostile messages from {config.sockets} sockets", fuzz)
-
-        async def storm(closes):
-            for start in range(0, config.disconnects, 50):
-                await asyncio.gather(*(_drop(server.url, i) for i in range(start, min(start + 50, config.disconnects))))
-                t = time.monotonic()  # the server notices the drops on its own loop: let it
-                while len(server.server.sessions) > 2 and time.monotonic() - t < 10:
-                    await asyncio.sleep(0.01)
-
-        phase("disconnects", f"{config.disconnects:,} mid-stream drops (resets, close frames)", storm)
-        if config.flood_s:
-            async def cpu_flood(closes):
-                await _digit_flood(server.url, config.flood_s)
-
-            phase("cpu flood", f"a 4,300-digit text every 0.25 s from one socket for {config.flood_s:g} s", cpu_flood)
-            contexts = ServerConfig().max_contexts_per_session
-
-            async def contexts_flood(closes):
-                await asyncio.gather(*(_contexts_flood(server.url, config.flood_s, contexts)
-                                       for _ in range(config.flood_sockets)))
-
-            phase("contexts flood", f"{config.flood_sockets} sockets x {contexts} long contexts for {config.flood_s:g} s",
-                  contexts_flood)
-        if config.soak_s:
-            async def soak(closes):
-                t = time.monotonic()
-
-                async def one():
-                    while time.monotonic() - t < config.soak_s:
-                        await _good(server.url)
-                await asyncio.gather(*(one() for _ in range(config.soak_sessions)))
-
-            phase("soak", f"{config.soak_sessions} sessions for {config.soak_s:g} s", soak)
-    finally:
-        server.close()
-        for name in ("voicespec", "websockets"):
-            logging.getLogger(name).removeHandler(counter)
+    with server_thread(ServerConfig(port=0, max_sessions=max(128, config.sockets + 8), ping_interval_s=None),
+                       voice) as tts:
+        try:
+            _phases(report, tts, f"ws://127.0.0.1:{tts.port}{P.WS_PATH}", pool, counter, config)
+        finally:
+            for name in ("voicespec", "websockets"):
+                logging.getLogger(name).removeHandler(counter)
     return report
+
+
+def _phases(report: StressReport, tts: TTSServer, url: str, pool: Any, counter: _Tracebacks,
+            config: StressConfig) -> None:
+    """Every phase in turn, into ``report``."""
+    quiet = [asyncio.run(_good(url)) for _ in range(3)]
+    report.quiet_ttfa_ms = sorted(t for t, _ in quiet)[1]
+    reference = quiet[0][1]
+
+    def phase(name: str, what: str, load) -> None:
+        before_tb, fds, rss = counter.count, open_fds(), rss_mb()
+        closes: list[tuple[int | None, bool]] = []
+
+        async def both():
+            stop = asyncio.Event()
+            runs: list[tuple[float, bytes]] = []
+
+            async def good_loop():
+                while not stop.is_set():
+                    runs.append(await _good(url))
+
+            async def probe():
+                while not stop.is_set():
+                    healthz.append(await _healthz_ms(tts.port))
+                    await asyncio.sleep(0.05)
+
+            good, probing = asyncio.create_task(good_loop()), asyncio.create_task(probe())
+            await load(closes)
+            stop.set()
+            await good
+            await probing
+            return runs
+
+        healthz: list[float] = []
+        runs = asyncio.run(both())
+        t = time.monotonic()
+        while time.monotonic() - t < 30 and (tts.worker._jobs or tts.sessions):
+            time.sleep(0.05)
+        report.phases.append({
+            "phase": name, "what": what, "tracebacks": counter.count - before_tb,
+            "bad_closes": sum(1 for code, had_error in closes if code not in DOCUMENTED_CLOSES and not
+                              (code == P.CLOSE_INTERNAL and had_error)),
+            "closes": {str(c): sum(1 for code, _ in closes if code == c) for c in sorted({c for c, _ in closes if c is not None})},
+            "identical": all(p == reference for _, p in runs), "max_lsb": max((_lsb(p, reference) for _, p in runs), default=0),
+            "good_runs": len(runs),
+            "good_ttfa_ms": sorted(t for t, _ in runs)[len(runs) // 2] if runs else float("nan"),
+            "healthz_p99_ms": float(np.percentile(healthz, 99)) if healthz else float("nan"),
+            "rows_left": pool.pool.in_use if pool is not None else 0,
+            "contexts_left": len(tts.worker._jobs), "fds_left": open_fds() - fds,
+            "rss_before": rss, "rss_after": rss_mb()})
+
+    messages = list(hostile_messages(config.messages, config.seed))
+    share = [messages[k::config.sockets] for k in range(config.sockets)]
+
+    async def fuzz(closes):
+        await asyncio.gather(*(_hostile(url, m, closes) for m in share))
+
+    phase("fuzz", f"{config.messages:,} generated hostile messages from {config.sockets} sockets", fuzz)
+
+    async def storm(closes):
+        for start in range(0, config.disconnects, 50):
+            await asyncio.gather(*(_drop(url, i) for i in range(start, min(start + 50, config.disconnects))))
+            t = time.monotonic()  # the server notices the drops on its own loop: let it
+            while len(tts.sessions) > 2 and time.monotonic() - t < 10:
+                await asyncio.sleep(0.01)
+
+    phase("disconnects", f"{config.disconnects:,} mid-stream drops (resets, close frames)", storm)
+    if config.flood_s:
+        async def cpu_flood(closes):
+            await _digit_flood(url, config.flood_s)
+
+        phase("cpu flood", f"a 4,300-digit text every 0.25 s from one socket for {config.flood_s:g} s", cpu_flood)
+        contexts = ServerConfig().max_contexts_per_session
+
+        async def contexts_flood(closes):
+            await asyncio.gather(*(_contexts_flood(url, config.flood_s, contexts)
+                                   for _ in range(config.flood_sockets)))
+
+        phase("contexts flood", f"{config.flood_sockets} sockets x {contexts} long contexts for {config.flood_s:g} s",
+              contexts_flood)
+    if config.soak_s:
+        async def soak(closes):
+            t = time.monotonic()
+
+            async def one():
+                while time.monotonic() - t < config.soak_s:
+                    await _good(url)
+            await asyncio.gather(*(one() for _ in range(config.soak_sessions)))
+
+        phase("soak", f"{config.soak_sessions} sessions for {config.soak_s:g} s", soak)

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +135,36 @@ class TTSServer:
         finally:
             self.sessions.discard(session)
             self.metrics.active_sessions.set(len(self.sessions))
+
+
+@contextmanager
+def server_thread(config: ServerConfig, voice: Voice | None = None) -> Iterator[TTSServer]:
+    """A started TTSServer on a thread of its own, with its own event loop (as in production it has
+    the process): for benchmarks and tests that drive it from another loop. Stopped on exit."""
+    server = TTSServer(config, voice)
+    loop = asyncio.new_event_loop()
+    started, failure, stop = threading.Event(), [], []
+
+    async def main() -> None:
+        stop.append(asyncio.Event())
+        try:
+            async with server:
+                started.set()
+                await stop[0].wait()
+        except BaseException as e:  # start-up failed: re-raised on the caller's thread
+            failure.append(e)
+            started.set()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    if not started.wait(60) or failure:
+        raise RuntimeError("the server did not start") from (failure[0] if failure else None)
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(30)
+        loop.close()
 
 
 async def run_server(config: ServerConfig, ready: Callable[[TTSServer], None] | None = None) -> None:

@@ -24,6 +24,7 @@ the codec folder with its provenance and metrics.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import time
@@ -157,11 +158,8 @@ def evaluate(codec: Codec, clips: list[torch.Tensor], losses: MelLoss) -> dict[s
         from pystoi import stoi as stoi_fn
     except ImportError:
         pass
-    try:
-        import speechmos  # noqa: F401  (the judge's models; the eval extra)
+    if importlib.util.find_spec("speechmos") is not None:  # the judge's models (the eval extra)
         from voicespec.eval.dnsmos import dnsmos as mos_fn
-    except ImportError:
-        pass
     mel, stft, stoi, mos, decode_s, audio_s = [], [], [], [], 0.0, 0.0
     device = next(losses.buffers()).device
     for x in clips:
