@@ -158,7 +158,10 @@ class BatchConfig:
 
 
 def synthesizers(default: str | None, device: str = "cpu", dtype: str = "float32") -> Callable[[str | None], Synthesizer]:
-    """``synthesizer_for(name)``: one loaded voice per name (None: ``default``), loaded on first use."""
+    """``synthesizer_for(name)``: one loaded voice per name (None: ``default``), loaded on first use;
+    its items may be of any length (a chapter on one line is spoken piece by piece: locally and on
+    Ray alike, :class:`voicespec.api.LongTextSynthesizer`)."""
+    from voicespec.api import LongTextSynthesizer
     from voicespec.pipeline.voice import load_voice
 
     voices: dict[str | None, Synthesizer] = {}
@@ -166,7 +169,7 @@ def synthesizers(default: str | None, device: str = "cpu", dtype: str = "float32
     def synthesizer_for(name: str | None) -> Synthesizer:
         key = name or default
         if key not in voices:
-            voices[key] = Synthesizer(load_voice(key, device, dtype))
+            voices[key] = LongTextSynthesizer(load_voice(key, device, dtype))
         return voices[key]
 
     return synthesizer_for

@@ -8,10 +8,10 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from voicespec.cli.args import CliError
 from voicespec.engine.config import DecodeConfig, SamplingConfig
@@ -186,21 +186,13 @@ def cmd_say(args: argparse.Namespace) -> int:
     return 0
 
 
-def long_text(synthesizer_for: Callable[[str | None], Any]) -> Callable[[str | None], Any]:
-    """``synthesizer_for`` whose synthesizers take items of any length (a chapter on one line),
-    piece by piece (:class:`voicespec.api.LongTextSynthesizer`), with the same loaded voices."""
-    from voicespec.api import LongTextSynthesizer
-
-    return lambda name: LongTextSynthesizer(synthesizer_for(name).voice)
-
-
 def cmd_synth(args: argparse.Namespace) -> int:
     from voicespec.batch import SUMMARY, BatchConfig, failure_lines, read_items, run_batch, synthesizers
 
     src = Path(args.input)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such input file")
-    synthesizer_for = long_text(synthesizers(args.model, args.device, args.dtype))
+    synthesizer_for = synthesizers(args.model, args.device, args.dtype)
     default = synthesizer_for(None)  # the default voice must load, or nothing can be done
     out = Path(args.output)
     config = BatchConfig(out, synthesis_options(args, default.voice), args.format, args.resume,
