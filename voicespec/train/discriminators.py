@@ -28,6 +28,17 @@ LEAK = 0.1
 Features = list[torch.Tensor]
 
 
+def _judge(convs: nn.ModuleList, post: nn.Module, h: torch.Tensor) -> tuple[torch.Tensor, Features]:
+    """Scores ``[B, n]`` and every layer's activations (for feature matching) of a conv stack."""
+    features = []
+    for conv in convs:
+        h = F.leaky_relu(conv(h), LEAK)
+        features.append(h)
+    h = post(h)
+    features.append(h)
+    return h.flatten(1), features
+
+
 class PeriodDiscriminator(nn.Module):
     """Waveform ``[B, 1, S]`` folded to ``[B, 1, S / p, p]`` and judged along the first axis."""
 
@@ -46,13 +57,7 @@ class PeriodDiscriminator(nn.Module):
         if s % self.period:
             x = F.pad(x, (0, self.period - s % self.period), mode="reflect")
         h = x.view(b, c, -1, self.period)
-        features = []
-        for conv in self.convs:
-            h = F.leaky_relu(conv(h), LEAK)
-            features.append(h)
-        h = self.post(h)
-        features.append(h)
-        return h.flatten(1), features
+        return _judge(self.convs, self.post, h)
 
 
 class ResolutionDiscriminator(nn.Module):
@@ -73,13 +78,7 @@ class ResolutionDiscriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Features]:
         spec = torch.stft(x[:, 0], self.n_fft, self.hop, window=self.window, return_complex=True).abs()
         h = torch.log(spec.clamp_min(1e-5))  # [B, bins, frames]
-        features = []
-        for conv in self.convs:
-            h = F.leaky_relu(conv(h), LEAK)
-            features.append(h)
-        h = self.post(h)
-        features.append(h)
-        return h.flatten(1), features
+        return _judge(self.convs, self.post, h)
 
 
 @dataclass(frozen=True)
