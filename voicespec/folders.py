@@ -15,6 +15,9 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_BYTES = 16_000_000
+# What ``transformers`` writes into every config it saves: our LM folders were first written by it,
+# and these keys describe that library's bookkeeping, not the model.
+HF_BOOKKEEPING = ("architectures", "dtype", "torch_dtype", "transformers_version", "_name_or_path")
 
 
 def read_config(path: str | Path, type_key: str, type_value: str, what: str) -> dict[str, Any]:
@@ -48,7 +51,7 @@ class FolderConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
-        return cls(**{k: v for k, v in d.items() if k != cls.TYPE_KEY})
+        return cls(**{k: v for k, v in d.items() if k != cls.TYPE_KEY and k not in HF_BOOKKEEPING})
 
     @classmethod
     def read(cls, path: str | Path):

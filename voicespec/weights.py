@@ -1,5 +1,6 @@
 """The weights half of a model folder (:mod:`voicespec.folders` is the configuration half):
-safetensors files written and loaded through ``huggingface_hub``, and a module base that does both."""
+safetensors files written through ``huggingface_hub`` (one file, or shards and an index), read
+back with ``safetensors`` and checked key for key, and a module base that does both."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from huggingface_hub import load_torch_model, save_torch_state_dict
+from huggingface_hub import save_torch_state_dict
+from safetensors.torch import load_file
 
 from voicespec.folders import CONFIG_NAME, INDEX_NAME, SHARD_BYTES, WEIGHTS_NAME, FolderConfig
 
@@ -23,11 +25,31 @@ def save_folder(path: str | Path, config: dict[str, Any], module: torch.nn.Modul
     (path / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
 
 
-def load_weights(path: str | Path, module: torch.nn.Module) -> None:
+def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of folder ``path`` (one file, or the shards its index names), on the CPU."""
+    path = Path(path)
+    index = path / INDEX_NAME
+    if not index.is_file():
+        return load_file(path / WEIGHTS_NAME)
+    weight_map = json.loads(index.read_text())["weight_map"]
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        state.update(load_file(path / shard))
+    if missing := set(weight_map) - set(state):
+        raise ValueError(f"the index names tensors no shard holds: {sorted(missing)[:3]}")
+    return state
+
+
+def load_weights(path: str | Path, module: torch.nn.Module, legacy: tuple[str, ...] = ()) -> None:
+    """Load folder ``path`` into ``module``, every key matched (``legacy``: keys older folders hold
+    that the module no longer has, dropped)."""
     path = Path(path)
     weights = path / INDEX_NAME if (path / INDEX_NAME).is_file() else path / WEIGHTS_NAME
     try:
-        load_torch_model(module, path, strict=True)
+        state = read_weights(path)
+        for key in legacy:
+            state.pop(key, None)
+        module.load_state_dict(state, strict=True)
     except Exception as e:  # safetensors raises several types for truncated/corrupt files
         raise ValueError(f"{weights}: corrupt or incompatible checkpoint ({e})") from None
 
@@ -37,6 +59,7 @@ class FolderModule(torch.nn.Module):
     ``from_folder`` (weights checked against the architecture by ``load_weights``)."""
 
     config_class: ClassVar[type[FolderConfig]]
+    LEGACY_KEYS: ClassVar[tuple[str, ...]] = ()  # in older folders, no longer in the module (see load_weights)
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -46,6 +69,10 @@ class FolderModule(torch.nn.Module):
 
     @classmethod
     def from_folder(cls, path: str | Path):
-        model = cls(cls.config_class.read(path))
-        load_weights(path, model)
+        """The module saved in ``path``; building it leaves the caller's random stream where it was
+        (its initial weights are overwritten anyway)."""
+        config = cls.config_class.read(path)
+        with torch.random.fork_rng(devices=[]):
+            model = cls(config)
+        load_weights(path, model, cls.LEGACY_KEYS)
         return model.eval()

@@ -74,7 +74,7 @@ def test_fit_tree_from_the_command_line(tmp_path, capsys):
     from voicespec.pipeline.voice import load_voice
 
     folder = build_tiny_voice(tmp_path / "voice", layout="coarse")
-    tiny_draft_heads(load_voice(str(folder)).target).save_pretrained(folder / "drafters" / "feature")
+    tiny_draft_heads(load_voice(str(folder)).target).save(folder / "drafters" / "feature")
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Hello there. How are you?\nA third one.\n")
     out = tmp_path / "out"

@@ -87,7 +87,7 @@ def exact_frames(target, prompt, exact_distribution) -> dict[tuple, float]:
     for seq, p in coarse.items():
         steps = torch.tensor(seq)
         with torch.no_grad():
-            _, _, h = model.forward_hidden(prompt.text[None], torch.cat([prompt.steps, steps])[None])
+            _, h = model.forward_hidden(prompt.text[None], torch.cat([prompt.steps, steps])[None])
             first = _fine_probs(model.fine.logits(h[0, S:S + 1], torch.tensor([[seq[0][0], 0]]), torch.tensor([[C, C]]))[0, 0])
             for f1 in first.nonzero().flatten().tolist():
                 prev = torch.tensor([[seq[0][0], f1]])

@@ -106,13 +106,13 @@ def test_track_mismatches_are_clear_errors():
 
 def test_model_saves_and_loads_with_its_fine_stage(tmp_path):
     lm = tiny_codec_lm(seed=3, n_codebooks=3, codebook_size=8, coarse_first=True, track_positions=4)
-    lm.model.save_pretrained(tmp_path / "m")
+    lm.model.save(tmp_path / "m")
     back = load_step_lm(str(tmp_path / "m"))
     assert isinstance(back.layout, CoarseFirstLayout) and back.model.fine is not None
     codes = torch.randint(0, 8, (1, 5, 1))
     track = torch.zeros(1, 5, 4, dtype=torch.long)
-    a, _, ha = lm.model.forward_hidden(torch.tensor([[1, 2]]), codes, track)
-    b, _, hb = back.model.forward_hidden(torch.tensor([[1, 2]]), codes, track)
+    a, ha = lm.model.forward_hidden(torch.tensor([[1, 2]]), codes, track)
+    b, hb = back.model.forward_hidden(torch.tensor([[1, 2]]), codes, track)
     assert a.shape == (1, 7, 1, 11) and torch.allclose(a, b) and torch.allclose(ha, hb)
     frames = torch.randint(0, 8, (5, 3))
     prev = torch.cat([torch.full((1, 3), 8), frames[:-1]])

@@ -61,5 +61,5 @@ def test_inference_weights_are_checked():
 def test_the_shipped_feature_drafter_runs_int8():
     from voicespec.paths import SHIPPED_VOICES_DIR
 
-    config = DraftHeadsConfig.from_pretrained(SHIPPED_VOICES_DIR / "voicespec-tiny" / "drafters" / "feature")
+    config = DraftHeadsConfig.read(SHIPPED_VOICES_DIR / "voicespec-tiny" / "drafters" / "feature")
     assert config.kind == "feature" and config.inference_weights == "int8"

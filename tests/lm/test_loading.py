@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel
 
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
 from voicespec.engine.config import DecodeConfig, SamplingConfig
@@ -16,7 +15,7 @@ from voicespec.engine.drafters import ModelDrafter, NGramDrafter
 from voicespec.pipeline.drafters import build_drafter
 from voicespec.engine.layout import DelayLayout, FlatLayout
 from voicespec.lm.hf import HFCausalLM
-from voicespec.lm.loading import LAYOUT_KEY, load_step_lm
+from voicespec.lm.loading import LAYOUT_KEY, load_step_lm, save_model
 from voicespec.pipeline.tiny import codec_draft, flat_draft, tiny_codec_lm, tiny_flat, tiny_flat_layout
 
 GREEDY = SamplingConfig(temperature=0)
@@ -41,7 +40,7 @@ def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
 def flat_pair(tmp_path_factory):
     target = tiny_flat(seed=1, min_frames=3)
     path = tmp_path_factory.mktemp("flat")
-    target.model.save_pretrained(path)
+    save_model(target.model, path)
     return target, str(path)
 
 
@@ -49,7 +48,7 @@ def flat_pair(tmp_path_factory):
 def codec_pair(tmp_path_factory):
     target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, delays=[0, 1, 2], min_frames=4)
     path = tmp_path_factory.mktemp("codec")
-    target.model.save_pretrained(path)
+    save_model(target.model, path)
     return target, str(path)
 
 
@@ -88,15 +87,15 @@ def test_flat_round_trip_sampling_is_seed_identical(flat_pair):
 
 
 def test_loaded_codec_lm_embeds_codes_like_the_original(codec_pair):
-    """Regression: transformers 5.x re-creates non-persistent buffers with ``torch.empty_like`` in
+    """Regression: transformers 5.x re-created non-persistent buffers with ``torch.empty_like`` in
     ``from_pretrained``, so per-codebook embedding offsets kept in such a buffer came back as
-    uninitialised memory (IndexError, or silently wrong embeddings)."""
+    uninitialised memory (IndexError, or silently wrong embeddings); kept for our own loader."""
     target, path = codec_pair
     layout = target.layout
     codes = torch.arange(2 * layout.n_codebooks).reshape(1, 2, layout.n_codebooks) % layout.vocab_size
     codes[0, 1] = layout.pad_id
     want = target.model.embed(None, codes)
-    for model in (load_step_lm(path).model, AutoModel.from_pretrained(path)):
+    for model in (load_step_lm(path).model, CodecLM.from_folder(path)):
         torch.testing.assert_close(model.embed(None, codes), want, rtol=0, atol=0)
 
 
@@ -116,20 +115,18 @@ def test_codec_round_trip(codec_pair):
         assert torch.equal(got_frames, want_frames)
 
 
-def test_codec_folder_loads_as_a_codec_lm_through_the_auto_classes(codec_pair):
+def test_codec_folder_loads_as_a_codec_lm_without_transformers(codec_pair):
     target, path = codec_pair
-    config = AutoConfig.from_pretrained(path)
-    assert isinstance(config, CodecLMConfig)
+    config = CodecLMConfig.read(path)
     assert config.layout == target.layout
-    model = AutoModel.from_pretrained(path)
-    assert isinstance(model, CodecLM)
+    model = CodecLM.from_folder(path)
     assert_same_weights(model, target.model)  # the state dict: persistent tensors only
     assert isinstance(load_step_lm(path), CodecStepLM)
 
 
-def test_codec_folder_decodes_through_the_auto_classes(codec_pair):
+def test_a_loaded_codec_folder_decodes_the_same_frames(codec_pair):
     target, path = codec_pair
-    model = AutoModel.from_pretrained(path)
+    model = CodecLM.from_folder(path)
     prompt = target.layout.prompt([1, 2, 3])
     want, _ = decode(target, prompt)
     got, _ = decode(CodecStepLM(model), prompt)
@@ -140,7 +137,7 @@ def test_codec_folder_decodes_through_the_auto_classes(codec_pair):
 def test_model_drafter_from_a_loaded_folder(kind, flat_pair, codec_pair, tmp_path):
     target, _ = flat_pair if kind == "flat" else codec_pair
     draft = flat_draft(target) if kind == "flat" else codec_draft(target)
-    draft.model.save_pretrained(tmp_path)
+    save_model(draft.model, tmp_path)
     drafter = build_drafter("draft-model", {"draft-model": str(tmp_path)})
     assert isinstance(drafter, ModelDrafter)
     assert drafter.layout == target.layout
@@ -164,7 +161,7 @@ def bare_flat(tmp_path_factory):
     target = tiny_flat(seed=2, min_frames=2)
     delattr(target.model.config, LAYOUT_KEY)
     path = tmp_path_factory.mktemp("bare")
-    target.model.save_pretrained(path)
+    save_model(target.model, path)
     with open(path / "config.json") as f:
         assert LAYOUT_KEY not in json.load(f)
     return target, str(path)
@@ -240,7 +237,7 @@ def folder_without_layout(tmp_path_factory):
     path = tmp_path_factory.mktemp("no_layout")
     model = tiny_flat(seed=3).model
     delattr(model.config, LAYOUT_KEY)
-    model.save_pretrained(path)
+    save_model(model, path)
     return str(path)
 
 
@@ -262,7 +259,7 @@ def test_load_causal_lm_with_a_mismatched_layout(folder_without_layout):
 
 def test_hub_ids_with_a_namespace_reach_transformers(monkeypatch, tmp_path):
     """No network: stub AutoConfig so that reaching it is the observable."""
-    import voicespec.lm.loading as loading
+    import transformers
 
     class Reached(Exception):
         pass
@@ -271,6 +268,6 @@ def test_hub_ids_with_a_namespace_reach_transformers(monkeypatch, tmp_path):
         raise Reached(path)
 
     monkeypatch.chdir(tmp_path)  # make sure no such local folder exists
-    monkeypatch.setattr(loading.AutoConfig, "from_pretrained", fake_from_pretrained)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", fake_from_pretrained)
     with pytest.raises(Reached):
         load_step_lm("some-org/some-tts-model")

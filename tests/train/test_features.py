@@ -97,7 +97,7 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
     assert not (tmp_path / "cli").exists()
 
     # The greedy term: w · -log q(argmax p) on top of the KL, linear in w; recorded in the export.
-    heads, target = DraftHeads.from_pretrained(str(shipped)), voice.target.model
+    heads, target = DraftHeads.from_folder(str(shipped)), voice.target.model
     feats, idx = Features(target, samples, torch.device("cpu")), torch.arange(len(samples))
     kl, half, full = (distill_loss(heads, target, feats, idx, 3, 0.8, 5, w)[0].item() for w in (0.0, 0.5, 1.0))
     assert half > kl and full - kl == pytest.approx(2 * (half - kl), rel=1e-4)

@@ -72,7 +72,7 @@ def test_target_and_draft_recipes_run_resume_export_and_decode(tmp_path, speech_
     assert target.model.aligned
 
     draft_folder = train_draft(run, folder, tmp_path / "draft", 1, config, **QUIET)
-    draft = CodecLM.from_pretrained(str(draft_folder))
+    draft = CodecLM.from_folder(str(draft_folder))
     assert draft.config.num_hidden_layers == 1 and draft.config.voicespec_info["steps"] == 3
     assert "acceptance_per_codebook" in draft.config.voicespec_info["heldout_metrics"]
 
@@ -142,7 +142,7 @@ def test_gpu_runs_export_models_that_load_on_the_cpu(tmp_path, speech_corpus):
                           model_config, **QUIET)
     draft = train_draft(tmp_path / "run", folder, tmp_path / "draft", 1, config, **QUIET)
     for f in (folder, draft):
-        model = CodecLM.from_pretrained(str(f))
+        model = CodecLM.from_folder(str(f))
         assert "CUDA" in model.config.voicespec_info["hardware"] and model.device.type == "cpu"
 
 
@@ -201,7 +201,7 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     assert abs(metrics["frame_nll"] - sum(metrics["per_codebook"])) < 1e-2
 
     draft_folder = train_draft(run, folder, tmp_path / "draft", 1, config, **QUIET)
-    assert len(CodecLM.from_pretrained(str(draft_folder)).config.voicespec_info["heldout_metrics"]
+    assert len(CodecLM.from_folder(str(draft_folder)).config.voicespec_info["heldout_metrics"]
                ["acceptance_per_codebook"]) == 1  # one token per step
     train_items, heldout_items = read_items(run / "durations.jsonl")
     from voicespec.frontend.duration import DurationConfig

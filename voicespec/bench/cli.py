@@ -14,6 +14,7 @@ from voicespec.bench.config import BenchConfig, read_prompts
 from voicespec.engine.controller import TreeSpec
 from voicespec.cli.args import device_arg, dtype_arg
 from voicespec.options import DEVICE_HELP, DTYPE_HELP
+from voicespec.threads import THREADS_HELP, use_threads
 
 
 def _ints(value: str) -> tuple[int, ...]:
@@ -67,7 +68,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-sizes", type=_ints, help="session counts for the batched engine without sockets, e.g. 1,16,64 (0: skip it)")
     p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
     p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")
-    p.add_argument("--threads", type=int, help="torch threads (default 1; 0: torch's default)")
+    p.add_argument("--threads", type=int, help=THREADS_HELP)
     p.add_argument("--device", type=device_arg, help=DEVICE_HELP)
     p.add_argument("--dtype", type=dtype_arg, help=DTYPE_HELP)
     p.add_argument("--trees", type=_trees, help="draft trees to try with each drafter that drafts them, "
@@ -103,16 +104,13 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    import torch
-
     from voicespec.pipeline.voice import load_voice, resolve_voice
     from voicespec.bench import machine
     from voicespec.bench.harness import Bench
     from voicespec.bench.report import markdown, write_outputs
 
     config = config_from_args(args)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    use_threads(config.threads)
     if args.cluster:
         from voicespec.bench.cluster import markdown as cluster_markdown, run_cluster_bench
         from voicespec.bench.config import read_prompts

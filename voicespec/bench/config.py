@@ -7,6 +7,7 @@ from pathlib import Path
 
 from voicespec.engine.controller import TreeSpec, check_tree
 from voicespec.options import check_device, check_dtype
+from voicespec.threads import DEFAULT_THREADS
 from voicespec.paths import SAMPLES_DIR
 
 BUILTIN_PROMPTS = (
@@ -39,10 +40,10 @@ class BenchConfig:
     batch_sizes: tuple[int, ...] = (1, 4, 16, 64)  # sessions on the batched engine, no sockets (bench/batching.py)
     latency_budget_ms: float | None = None
     plots: bool = True
-    # torch intra-op threads (0: torch's default, all cores, which serve and synth use). One keeps
-    # a shared machine's figures steady; a verify pass's matrix products do gain from a second
-    # core (README, "Drafters"), so speculation measures higher at 0 or 2 on 2 cores.
-    threads: int = 1
+    # torch intra-op threads, as say, synth and serve run (voicespec.threads; 0: torch's default,
+    # one per core). A verify pass's matrix products do gain from a second core on a quiet machine
+    # (README, "Drafters"), so speculation measures higher at 0 or 2 on 2 cores.
+    threads: int = DEFAULT_THREADS
     device: str = "auto"  # where the voice runs (options.DEVICE_HELP)
     dtype: str = "float32"
     lossy_top_k: int = 0  # > 0: also each drafter at γ=auto with LOSSY top-k acceptance (SamplingConfig.lossy_top_k)

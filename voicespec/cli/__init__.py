@@ -115,6 +115,7 @@ def build_parser() -> Parser:
                    help="comma-separated voices clients may name besides the default, loaded on first use "
                         "(default: every installed voice)")
     A.add_device_args(p)
+    A.add_threads_arg(p)
     p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
     p.add_argument("--gamma", type=A.gamma_arg, default=S.gamma, help="default draft length, or 'auto'")
     p.add_argument("--max-sessions", type=A.positive(int, "max sessions"), default=S.max_sessions,

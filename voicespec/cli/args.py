@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from voicespec.options import (DEVICE_HELP, DTYPE_HELP, ENCODINGS, GAMMA_HELP, SAMPLE_RATES, SAMPLING_OPTIONS,
                                SPEED_RANGE, check_device, check_dtype, check_speed, parse_gamma, parse_tree)
+from voicespec.threads import DEFAULT_THREADS, THREADS_HELP
 
 # The audio file formats ``say`` and ``synth`` write: :data:`voicespec.audio.FILE_FORMATS`'s
 # extensions, spelled out here because that module imports torch (a test keeps the two in step).
@@ -172,9 +173,14 @@ def add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", type=dtype_arg, default="float32", help=DTYPE_HELP)
 
 
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=positive(int, "threads", allow_zero=True), default=DEFAULT_THREADS, help=THREADS_HELP)
+
+
 def add_voice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "--voice", dest="model", help="voice folder or name under models/ (default: the default voice)")
     add_device_args(p)
+    add_threads_arg(p)
     p.add_argument("--drafter", help="none, ngram or a draft model shipped with the voice (default: the voice's)")
     p.add_argument("--sample-rate", type=sample_rate_arg,
                    help=f"output rate: {', '.join(map(str, SAMPLE_RATES))} (default: the codec's)")

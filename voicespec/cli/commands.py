@@ -23,14 +23,15 @@ if TYPE_CHECKING:
 
 
 def quiet_libraries() -> None:
-    """Library chatter (weight-norm deprecation, weight-loading bars) is not for CLI users."""
+    """Library chatter (weight-norm deprecation, weight-loading bars) is not for CLI users. The
+    environment says it to ``transformers`` and ``huggingface_hub`` should a command import them
+    (speaking with our own voices does not)."""
+    import os
     import warnings
 
-    from transformers.utils import logging as hf_logging
-
     warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def decode_config(args: argparse.Namespace, defaults: SamplingConfig | None = None) -> DecodeConfig:
@@ -160,6 +161,9 @@ def cmd_say(args: argparse.Namespace) -> int:
 
     from voicespec.api import LongTextStream
     from voicespec.pipeline.voice import load_voice
+    from voicespec.threads import use_threads
+
+    use_threads(args.threads)
 
     if args.output_raw:
         if args.format:
@@ -188,7 +192,9 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     from voicespec.batch import SUMMARY, BatchConfig, failure_lines, read_items, run_batch, synthesizers
+    from voicespec.threads import use_threads
 
+    use_threads(args.threads)
     src = Path(args.input)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: no such input file")
@@ -200,7 +206,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from voicespec.cluster.synth import RayConfig, run_batch_ray
 
-        ray = RayConfig(None if args.ray == "local" else args.ray, args.ray_workers, args.model, args.device, args.dtype)
+        ray = RayConfig(None if args.ray == "local" else args.ray, args.ray_workers, args.model, args.device, args.dtype, args.threads)
         summary = run_batch_ray(read_items(src), config, ray)
     else:
         summary = run_batch(read_items(src), config, synthesizer_for)
@@ -283,7 +289,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         inactivity_timeout_s=args.inactivity_timeout, start_timeout_s=args.start_timeout,
         max_messages_per_s=args.max_messages_per_s, max_text_chars_per_s=args.max_text_chars_per_s,
         max_sessions_per_address=args.max_sessions_per_address, stalled_send_timeout_s=args.stalled_send_timeout,
-        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, max_tick_contexts=args.max_tick_contexts, device=args.device, dtype=args.dtype, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, max_tick_contexts=args.max_tick_contexts, device=args.device, dtype=args.dtype, threads=args.threads, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
     )
 
     if args.ray is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from voicespec.threads import DEFAULT_THREADS, use_threads
 from voicespec.batch import (PROGRESS, BatchConfig, BadLine, Item, finish, open_journal, settled, synthesize_item,
                              synthesizers, target_of)
 
@@ -31,15 +32,14 @@ class RayConfig:
     voice: str | None = None  # the default voice (name or folder: the same path on every node)
     device: str = "cpu"
     dtype: str = "float32"
+    threads: int = DEFAULT_THREADS  # torch intra-op threads per actor: as the local run's, so the files are the same
 
 
 class ItemWriter:
     """One Ray actor: synthesizes and writes the items of each batch, returns their records."""
 
     def __init__(self, config: BatchConfig, ray_config: RayConfig) -> None:
-        import torch
-
-        torch.set_num_threads(1)  # one CPU per actor, as the local writer's tests run
+        use_threads(ray_config.threads)
         self.config = config
         self.synthesizer_for = synthesizers(ray_config.voice, ray_config.device, ray_config.dtype)
         self.synthesizer_for(None)  # the default voice loads once per actor, before the first item

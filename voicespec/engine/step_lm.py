@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
 
 from voicespec.engine.kv_cache import KVCache
 from voicespec.engine.layout import Prompt, TokenLayout
@@ -41,17 +40,19 @@ class LMSession:
     session holds one row of it until :meth:`close` (or until it is collected) and rolls back by
     moving that row's length. Its subclass says how a batch of blocks embeds (``embed_batch``)
     and how hidden states read out (``readout_batch``). Without a stack, the model's own ``transformers`` forward over a
-    ``DynamicCache`` (any architecture; ``_dynamic_logits``)."""
+    ``DynamicCache`` (``cache``: any architecture, and the oracle; ``_dynamic_logits``)."""
 
-    def __init__(self, model: PreTrainedModel, prefix: int = 0, stack: Any = None) -> None:
+    def __init__(self, model: Any, prefix: int = 0, stack: Any = None, cache: Any = None) -> None:
         self.model = model
         self.stack = stack
         if stack is not None:
-            self.cache: KVCache | DynamicCache = stack.pool
+            self.cache: Any = stack.pool  # a KVCache, or without a stack a transformers DynamicCache
             self.row = self.cache.acquire()
             self.close = weakref.finalize(self, self.cache.release, self.row)  # runs once, here or on collection
         else:
-            self.cache = DynamicCache(config=model.config)
+            if cache is None:
+                raise ValueError("a session without a stack needs its model's own cache")
+            self.cache = cache
             self.close = lambda: None
         self.prefix = prefix  # cached positions that are not steps (a text prefix)
         self.length = 0  # cached steps

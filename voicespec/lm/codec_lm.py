@@ -10,77 +10,65 @@ attention, which a small model on a CPU budget cannot learn from minutes of spee
 With ``coarse_first`` the backbone reads and predicts codebook 0 only (one token per step, see
 :class:`~voicespec.engine.layout.CoarseFirstLayout`) and a :class:`FineStage` adds codebooks 1..K-1 of
 each verified frame from the backbone's hidden state — VALL-E's AR/NAR split made per frame so it
-streams, with Moshi's depth stage as the model. It is a ``PreTrainedModel``, so
-``save_pretrained``/``from_pretrained`` give an HF-style folder (``config.json`` +
-``model.safetensors``), and it registers with the Auto classes.
+streams, with Moshi's depth stage as the model. Plain torch (the backbone is
+:class:`~voicespec.lm.backbone.LlamaBackbone`, named as ``transformers``' Llama): ``save`` and
+``from_folder`` give an HF-style folder (``config.json`` + ``model.safetensors`` or shards).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from collections.abc import Iterable
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModel, LlamaConfig, LlamaModel, PretrainedConfig, PreTrainedModel
 
 from voicespec.engine.config import SamplingConfig
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout, Prompt
 from voicespec.engine.sampling import choose_rows, draw_uniforms
 from voicespec.engine.step_lm import LMSession
 from voicespec.engine.work import Work
+from voicespec.folders import FolderConfig
+from voicespec.lm.backbone import BackboneConfig, LlamaBackbone
 from voicespec.lm.llama import LlamaStack
+from voicespec.weights import FolderModule
 
 
-class CodecLMConfig(PretrainedConfig):
-    model_type = "voicespec_codec_lm"
+@dataclass
+class CodecLMConfig(FolderConfig):
+    TYPE: ClassVar[str] = "voicespec_codec_lm"
+    WHAT: ClassVar[str] = "a voicespec codec LM"
 
-    def __init__(
-        self,
-        text_vocab_size: int = 256,
-        n_codebooks: int = 4,
-        codebook_size: int = 1024,
-        delays: list[int] | None = None,
-        min_frames: int = 0,
-        track_positions: int = 0,
-        coarse_first: bool = False,
-        fine_width: int = 256,
-        fine_stage: bool = True,
-        fine_reads_prev: bool = True,
-        hidden_size: int = 256,
-        num_hidden_layers: int = 4,
-        num_attention_heads: int = 4,
-        num_key_value_heads: int | None = None,
-        intermediate_size: int | None = None,
-        max_position_embeddings: int = 4096,
-        rope_theta: float = 10000.0,
-        initializer_range: float = 0.02,
-        **kwargs: Any,
-    ) -> None:
-        self.text_vocab_size = text_vocab_size
-        self.n_codebooks = n_codebooks
-        self.codebook_size = codebook_size
-        self.delays = list(range(n_codebooks)) if delays is None else list(delays)
-        self.min_frames = min_frames
-        self.track_positions = track_positions
-        self.coarse_first = coarse_first
-        self.fine_width = fine_width
-        self.fine_stage = fine_stage  # False: a coarse-first draft, which proposes codebook 0 only
-        # False: the fine stage reads no codes of the previous frame, so the frames one verify pass
-        # accepted are completed as one batch (their weights read once), not one after another.
-        self.fine_reads_prev = fine_reads_prev
-        if coarse_first and n_codebooks < 2:
+    text_vocab_size: int = 256
+    n_codebooks: int = 4
+    codebook_size: int = 1024
+    delays: list[int] | None = None  # default 0..K-1
+    min_frames: int = 0
+    track_positions: int = 0
+    coarse_first: bool = False
+    fine_width: int = 256
+    fine_stage: bool = True  # False: a coarse-first draft, which proposes codebook 0 only
+    # False: the fine stage reads no codes of the previous frame, so the frames one verify pass
+    # accepted are completed as one batch (their weights read once), not one after another.
+    fine_reads_prev: bool = True
+    hidden_size: int = 256
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int | None = None  # default: num_attention_heads
+    intermediate_size: int | None = None  # default: 4 * hidden_size
+    max_position_embeddings: int = 4096
+    rope_theta: float = 10000.0
+    initializer_range: float = 0.02
+    voicespec_info: dict[str, Any] = field(default_factory=dict)  # provenance: recipe, data, metrics
+
+    def __post_init__(self) -> None:
+        self.delays = list(range(self.n_codebooks)) if self.delays is None else list(self.delays)
+        self.num_key_value_heads = self.num_key_value_heads or self.num_attention_heads
+        self.intermediate_size = self.intermediate_size or 4 * self.hidden_size
+        if self.coarse_first and self.n_codebooks < 2:
             raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.num_key_value_heads = num_key_value_heads or num_attention_heads
-        self.intermediate_size = intermediate_size or 4 * hidden_size
-        self.max_position_embeddings = max_position_embeddings
-        self.rope_theta = rope_theta
-        self.initializer_range = initializer_range
-        super().__init__(**kwargs)
 
     @property
     def layout(self) -> DelayLayout | CoarseFirstLayout:
@@ -88,21 +76,9 @@ class CodecLMConfig(PretrainedConfig):
             return CoarseFirstLayout(self.n_codebooks, self.codebook_size, self.min_frames)
         return DelayLayout(self.n_codebooks, self.codebook_size, tuple(self.delays), self.min_frames)
 
-    def backbone_config(self) -> LlamaConfig:
-        return LlamaConfig(
-            vocab_size=1,  # inputs arrive as embeddings; the backbone's own table is unused
-            hidden_size=self.hidden_size,
-            num_hidden_layers=self.num_hidden_layers,
-            num_attention_heads=self.num_attention_heads,
-            num_key_value_heads=self.num_key_value_heads,
-            intermediate_size=self.intermediate_size,
-            max_position_embeddings=self.max_position_embeddings,
-            rope_theta=self.rope_theta,
-            initializer_range=self.initializer_range,
-            pad_token_id=None,
-            bos_token_id=None,
-            eos_token_id=None,
-        )
+    def backbone_config(self) -> BackboneConfig:
+        return BackboneConfig(self.hidden_size, self.num_hidden_layers, self.num_attention_heads, self.num_key_value_heads,
+                              self.intermediate_size, self.max_position_embeddings, self.rope_theta)
 
 
 class FineStage(nn.Module):
@@ -183,17 +159,19 @@ class FineStage(nn.Module):
         return col
 
 
-class CodecLM(PreTrainedModel):
+class CodecLM(FolderModule):
     config_class = CodecLMConfig
-    base_model_prefix = "codec_lm"
-    _supports_sdpa = True
+    # Folders written while the backbone was transformers' LlamaModel hold its token table (one
+    # unused row: inputs arrive as embeddings).
+    LEGACY_KEYS = ("backbone.embed_tokens.weight",)
 
     def __init__(self, config: CodecLMConfig) -> None:
-        super().__init__(config)
+        super().__init__()
+        self.config = config
         layout = config.layout
         self.n_codebooks = layout.groups  # tokens per step: K, or 1 when coarse-first
         self.head_vocab = layout.vocab_size
-        self.backbone = LlamaModel(config.backbone_config())
+        self.backbone = self._seeded_backbone(config)
         self.text_embed = nn.Embedding(config.text_vocab_size, config.hidden_size)
         self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
         self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
@@ -202,7 +180,32 @@ class CodecLM(PreTrainedModel):
         if config.track_positions:
             self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
             self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
-        self.post_init()
+        self._init_weights(m for name, m in self.named_modules() if not name.startswith("backbone"))
+
+    def _seeded_backbone(self, config: CodecLMConfig) -> LlamaBackbone:
+        """The backbone, initialised as it was while it was ``transformers``' ``LlamaModel``, draw
+        for draw (its one-row token table is drawn and dropped), so a seed gives the weights it
+        always gave: the recipes, and the seeded test models, stay what they were."""
+        D = config.hidden_size
+        torch.empty(1, D).normal_()  # the token table's default initialisation
+        backbone = LlamaBackbone(config.backbone_config())
+        torch.empty(1, D).normal_(std=config.initializer_range)  # and its re-initialisation
+        self._init_weights(backbone.modules())
+        return backbone
+
+    def _init_weights(self, modules: Iterable[nn.Module]) -> None:
+        """Linear maps and tables from N(0, initializer_range), biases zero, norms as built (one),
+        in module order (as ``transformers`` initialises a Llama); loading a folder overwrites them."""
+        std = self.config.initializer_range
+        for m in modules:
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=std)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    @property
+    def device(self) -> torch.device:
+        return self.heads.weight.device
 
     @property
     def aligned(self) -> bool:
@@ -250,32 +253,16 @@ class CodecLM(PreTrainedModel):
             parts.append(steps + self.embed_track(track) if self.aligned else steps)
         return torch.cat(parts, dim=1)
 
-    def forward(
-        self,
-        text_ids: torch.Tensor | None = None,
-        codes: torch.Tensor | None = None,
-        track: torch.Tensor | None = None,
-        cache: Any = None,
-        use_cache: bool = False,
-        **kwargs: Any,
-    ) -> tuple[torch.Tensor, Any]:
-        """Logits ``[B, S+T, G, V]`` for every input position, and the cache."""
-        logits, cache, _ = self.forward_hidden(text_ids, codes, track, cache, use_cache, **kwargs)
-        return logits, cache
+    def forward(self, text_ids: torch.Tensor | None = None, codes: torch.Tensor | None = None,
+                track: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``[B, S+T, G, V]`` for every input position (one causal pass, no cache)."""
+        return self.forward_hidden(text_ids, codes, track)[0]
 
     def forward_hidden(self, text_ids: torch.Tensor | None = None, codes: torch.Tensor | None = None,
-                       track: torch.Tensor | None = None, cache: Any = None, use_cache: bool = False,
-                       **kwargs: Any) -> tuple[torch.Tensor, Any, torch.Tensor]:
+                       track: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """As :meth:`forward`, plus the final hidden states ``[B, S+T, D]`` (the fine stage's input)."""
-        hidden = self.embed(text_ids, codes, track)
-        out = self.backbone(inputs_embeds=hidden, cache=cache, use_cache=use_cache, **kwargs)
-        h = out.last_hidden_state
-        logits = self.heads(h).view(*h.shape[:2], self.n_codebooks, self.head_vocab)
-        return logits, out.cache, h
-
-
-AutoConfig.register(CodecLMConfig.model_type, CodecLMConfig)
-AutoModel.register(CodecLMConfig, CodecLM)
+        h = self.backbone(self.embed(text_ids, codes, track))
+        return self.heads(h).view(*h.shape[:2], self.n_codebooks, self.head_vocab), h
 
 
 END_ROW = (0, 0, 0, 0)  # the track past the last frame: no unit; the model learns EOS there
@@ -297,8 +284,14 @@ class CodecLMSession(LMSession):
     with every step (``offset`` = prompt steps before the start step), END beyond the track."""
 
     def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0,
-                 stack: LlamaStack | None = None) -> None:
-        super().__init__(model, prefix, stack)
+                 stack: LlamaStack | None = None, oracle: Any = None) -> None:
+        cache = None
+        if oracle is not None:
+            from voicespec.lm.hf import new_dynamic_cache
+
+            cache = new_dynamic_cache(oracle)
+        super().__init__(model, prefix, stack, cache)
+        self.oracle = oracle  # without a stack: the transformers twin of the backbone (see CodecStepLM)
         self.hidden: torch.Tensor | None = None  # [T, D]: final hidden states of the last forward (on the device)
         self.prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame [K]
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
@@ -360,12 +353,15 @@ class CodecLMSession(LMSession):
         logits = logits.float().cpu()  # one transfer per pass: verification runs on the host
         return [logits[i, :n] for i, n in enumerate(counts)]
 
+    def oracle_hidden(self, embeds: torch.Tensor) -> torch.Tensor:
+        """Hidden states ``[1, T, D]`` of ``embeds [1, T, D]`` appended to the oracle's cache."""
+        return self.oracle(inputs_embeds=embeds, cache=self.cache, use_cache=True).last_hidden_state
+
     def _dynamic_logits(self, steps: torch.Tensor) -> torch.Tensor:
-        track, device = self.track_rows(self.length, steps.shape[0]), self.model.device
-        logits, _, h = self.model.forward_hidden(codes=steps.unsqueeze(0).to(device), cache=self.cache, use_cache=True,
-                                                 track=None if track is None else track.to(device))
+        track, device, model = self.track_rows(self.length, steps.shape[0]), self.model.device, self.model
+        h = self.oracle_hidden(model.embed(None, steps.unsqueeze(0).to(device), None if track is None else track.to(device)))
         self.hidden = h[0]
-        return logits[0].float().cpu()
+        return model.heads(h[0]).view(-1, model.n_codebooks, model.head_vocab).float().cpu()
 
     def fine_work(self, coarse: torch.Tensor, first: int, sampling: SamplingConfig,
                   generator: torch.Generator | None) -> FineWork:
@@ -422,13 +418,19 @@ class FineWork(Work):
 
 class CodecStepLM:
     """The engine's view of a :class:`CodecLM`: its layout, and sessions over a position-addressed
-    cache with the plain-torch backbone forward (``static=False``: the ``transformers`` forward
-    over a ``DynamicCache``, the oracle the tests compare with)."""
+    cache with the plain-torch backbone forward (``static=False``: the ``transformers`` Llama with
+    the same weights over a ``DynamicCache``, the independent oracle the tests compare with; only
+    this imports ``transformers``)."""
 
     def __init__(self, model: CodecLM, static: bool = True) -> None:
         self.model = model.eval()
         self.layout = model.config.layout
         self.stack = LlamaStack(model.backbone) if static else None
+        self.oracle = None
+        if not static:
+            from voicespec.lm.hf import hf_llama
+
+            self.oracle = hf_llama(model.backbone)
 
     def start(self, prompt: Prompt) -> CodecLMSession:
         if self.model.aligned and prompt.track is None:
@@ -438,7 +440,8 @@ class CodecStepLM:
         track = None if prompt.track is None else torch.as_tensor(prompt.track, dtype=torch.long)
         if track is not None:
             self.model.check_track(track)
-        session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1, stack=self.stack)
+        session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1, stack=self.stack,
+                                 oracle=self.oracle)
         context = prompt.steps[:-1]
         if session.prefix or context.shape[0]:
             with torch.inference_mode():
@@ -446,9 +449,7 @@ class CodecStepLM:
                 text, codes = prompt.text.unsqueeze(0).to(device), context.unsqueeze(0).to(device)
                 rows = session.track_rows(0, context.shape[0])
                 rows = None if rows is None else rows.to(device)
-                if self.stack is not None:
-                    session.hidden = session.append(self.model.embed(text, codes, rows))[0]
-                else:
-                    session.hidden = self.model.forward_hidden(text, codes, rows, session.cache, use_cache=True)[2][0]
+                embeds = self.model.embed(text, codes, rows)
+                session.hidden = (session.append(embeds) if self.stack is not None else session.oracle_hidden(embeds))[0]
             session.length = context.shape[0]
         return session

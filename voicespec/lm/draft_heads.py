@@ -15,55 +15,60 @@ draft owns no vocabulary-sized weights and shares the target's embedding tables.
 With ``inference_weights="int8"`` (the shipped feature drafter) drafting reads int8 copies of the
 block and of the target's heads (:mod:`voicespec.lm.int8`); training and the saved weights stay float.
 
-A ``PreTrainedModel``, so the folder is ``config.json`` + ``model.safetensors`` like every model we ship.
+A :class:`~voicespec.weights.FolderModule`: the folder is ``config.json`` + ``model.safetensors`` like every model we ship.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 
+from voicespec.folders import FolderConfig
 from voicespec.lm.int8 import Int8Linear
+from voicespec.weights import FolderModule
 
 KINDS = ("feature", "medusa")
 WEIGHTS = ("float32", "int8")  # how a feature drafter runs its block and readout (see voicespec.lm.int8)
 
 
-class DraftHeadsConfig(PretrainedConfig):
-    model_type = "voicespec_draft_heads"
+@dataclass
+class DraftHeadsConfig(FolderConfig):
+    TYPE: ClassVar[str] = "voicespec_draft_heads"
+    WHAT: ClassVar[str] = "voicespec draft heads"
 
-    def __init__(self, kind: str = "feature", hidden_size: int = 256, width: int = 1024, n_heads: int = 1,
-                 distill_temperature: float = 1.0, inference_weights: str = "float32", draft_trees: list[str] | None = None,
-                 **kwargs: Any) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        if inference_weights not in WEIGHTS:
-            raise ValueError(f"inference_weights must be one of {WEIGHTS}, got {inference_weights!r}")
-        if kind == "feature" and n_heads != 1:
+    kind: str = "feature"
+    hidden_size: int = 256
+    width: int = 1024
+    n_heads: int = 1
+    distill_temperature: float = 1.0  # the temperature it was distilled at (provenance)
+    inference_weights: str = "float32"  # int8: the drafter reads quarter-size copies (training is float)
+    # static draft trees fitted to this drafter's acceptance on its target (text forms, e.g.
+    # "3/2,1,0/2,1,1"; `voicespec bench --fit-tree`): the adaptive controller's candidates, checked
+    # where a drafter is built (voicespec.engine.drafters.feature)
+    draft_trees: list[str] | None = None
+    voicespec_info: dict[str, Any] = field(default_factory=dict)  # provenance: recipe, target, metrics
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.inference_weights not in WEIGHTS:
+            raise ValueError(f"inference_weights must be one of {WEIGHTS}, got {self.inference_weights!r}")
+        if self.kind == "feature" and self.n_heads != 1:
             raise ValueError("a feature drafter has one block (it is applied recurrently)")
-        self.kind = kind
-        self.hidden_size = hidden_size
-        self.width = width
-        self.n_heads = n_heads
-        self.distill_temperature = distill_temperature  # the temperature it was distilled at (provenance)
-        self.inference_weights = inference_weights  # int8: the drafter reads quarter-size copies (training is float)
-        # static draft trees fitted to this drafter's acceptance on its target (text forms, e.g.
-        # "3/2,1,0/2,1,1"; `voicespec bench --fit-tree`): the adaptive controller's candidates
-        self.draft_trees = draft_trees or None  # checked where a drafter is built (voicespec.engine.drafters.feature)
-        super().__init__(**kwargs)
+        self.draft_trees = self.draft_trees or None
 
 
-class DraftHeads(PreTrainedModel):
+class DraftHeads(FolderModule):
     config_class = DraftHeadsConfig
-    base_model_prefix = "draft_heads"
 
     def __init__(self, config: DraftHeadsConfig) -> None:
-        super().__init__(config)
+        super().__init__()
+        self.config = config
         H, D, W = config.n_heads, config.hidden_size, config.width
         self.norm_f = nn.RMSNorm(D)
         self.norm_e = nn.RMSNorm(D)
@@ -71,10 +76,6 @@ class DraftHeads(PreTrainedModel):
         self.b1 = nn.Parameter(torch.zeros(H, 1, W))
         self.w2 = nn.Parameter(torch.zeros(H, W, D))  # zero: every head starts as the identity, f̂ = f
         self.b2 = nn.Parameter(torch.zeros(H, 1, D))
-        self.post_init()
-
-    def _init_weights(self, module: nn.Module) -> None:
-        """Weights are set in ``__init__`` (the identity start); nothing to re-initialise."""
 
     def forward(self, f: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         """``f, e [N, D]`` -> predicted features ``[H, N, D]`` (one row per head)."""
@@ -127,5 +128,3 @@ class Int8Block:
         return f + self.w2(F.silu(self.w1(x)))
 
 
-AutoConfig.register(DraftHeadsConfig.model_type, DraftHeadsConfig)
-AutoModel.register(DraftHeadsConfig, DraftHeads)

@@ -12,9 +12,33 @@ from typing import Any
 import torch
 from transformers import LlamaModel, LogitsProcessor, PreTrainedModel
 
+from transformers import DynamicCache, LlamaConfig
+
 from voicespec.engine.layout import FlatLayout, Prompt
 from voicespec.engine.step_lm import LMSession
+from voicespec.lm.backbone import LlamaBackbone
 from voicespec.lm.llama import LlamaStack
+
+
+def hf_llama(backbone: LlamaBackbone) -> LlamaModel:
+    """The ``transformers`` ``LlamaModel`` with ``backbone``'s weights (same names), on its device:
+    an independent implementation of the same function, the oracle our forwards are tested against."""
+    c = backbone.config
+    config = LlamaConfig(vocab_size=1, hidden_size=c.hidden_size, num_hidden_layers=len(backbone.layers),
+                         num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
+                         intermediate_size=c.intermediate_size, max_position_embeddings=c.max_position_embeddings,
+                         rope_theta=c.rope_theta, rms_norm_eps=c.rms_norm_eps, pad_token_id=None, bos_token_id=None,
+                         eos_token_id=None)
+    p = next(backbone.parameters())
+    twin = LlamaModel(config).to(p.device, p.dtype)
+    missing, unexpected = twin.load_state_dict(backbone.state_dict(), strict=False)
+    if unexpected or set(missing) - {"embed_tokens.weight"}:
+        raise ValueError(f"backbone and LlamaModel disagree: missing {missing}, unexpected {unexpected}")
+    return twin.eval()
+
+
+def new_dynamic_cache(model: PreTrainedModel) -> DynamicCache:
+    return DynamicCache(config=model.config)
 
 
 class LayoutMaskProcessor(LogitsProcessor):
@@ -81,7 +105,7 @@ class HFCausalLM:
     def start(self, prompt: Prompt) -> HFSession:
         if prompt.text.numel():
             raise ValueError("flat layouts take their text ids as prompt steps, not as a prefix")
-        session = HFSession(self.model, stack=self.stack)
+        session = HFSession(self.model, stack=self.stack, cache=None if self.stack else new_dynamic_cache(self.model))
         if prompt.steps.shape[0] > 1:
             session.forward(prompt.steps[:-1])
         return session

@@ -1,6 +1,7 @@
-"""A plain-torch forward of a ``transformers`` Llama backbone over a :class:`~voicespec.engine.kv_cache.KVCache`.
+"""A plain-torch forward of a Llama backbone over a :class:`~voicespec.engine.kv_cache.KVCache`.
 
-The weights are the HF model's own modules (no copy): its norms and rotary embedding are called
+The backbone is ours (:class:`~voicespec.lm.backbone.LlamaBackbone`) or a ``transformers``
+``LlamaModel`` (same module names). The weights are its own modules (no copy): its norms and rotary embedding are called
 as they are, its linear maps through :class:`~voicespec.lm.linear.Linears` (the faster CPU kernel
 for a verify pass's rows), and attention is ours, reading keys and values from the cache rows by
 position. So any HF Llama folder decodes here, a batch of rows of different lengths takes one
@@ -12,19 +13,19 @@ from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
-from transformers import LlamaModel
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+from torch import nn
 
 from typing import Any
 
 from voicespec.engine.kv_cache import KVCache
+from voicespec.lm.backbone import apply_rotary
 from voicespec.lm.linear import Linears
 
 
 class LlamaStack:
     """``forward(embeds [B, T, D], cache, rows, counts) -> hidden [B, T, D]`` for ``backbone``."""
 
-    def __init__(self, backbone: LlamaModel) -> None:
+    def __init__(self, backbone: nn.Module) -> None:
         c = backbone.config
         self.backbone = backbone
         self.heads = c.num_attention_heads
@@ -109,7 +110,7 @@ class LlamaStack:
             q = lin(attn.q_proj, x).view(S, T, self.heads, self.head_dim).transpose(1, 2)
             k = lin(attn.k_proj, x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
             v = lin(attn.v_proj, x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            q, k = apply_rotary(q, k, cos, sin)
             cache.write(i, lo, start, k, v, pos)
             K, V = cache.read(i, lo, lo + S, upto)
             out = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, scale=attn.scaling,

@@ -13,17 +13,38 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
-from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
 from voicespec.engine.layout import FlatLayout, TokenLayout, layout_from_dict
 from voicespec.engine.step_lm import StepLM
-from voicespec.lm.hf import HFCausalLM
+from voicespec.folders import CONFIG_NAME
+from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
+from voicespec.weights import FolderModule
 
 LAYOUT_KEY = "voicespec_layout"
 
 
-def attach_layout(model: PreTrainedModel, layout: FlatLayout) -> None:
+def model_type(path: str) -> str | None:
+    """The ``model_type`` a local folder's config declares (None for a hub id, or none declared)."""
+    cfg = Path(path) / CONFIG_NAME
+    if not cfg.is_file():
+        return None
+    try:
+        raw = json.loads(cfg.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{cfg}: invalid JSON ({e})") from None
+    return raw.get("model_type") if isinstance(raw, dict) else None
+
+
+def save_model(model: Any, path: str | Path) -> None:
+    """A model folder :func:`load_step_lm` reads back: ours as we write folders, a ``transformers``
+    model through its own ``save_pretrained``."""
+    if isinstance(model, FolderModule):
+        model.save(path)
+    else:
+        model.save_pretrained(path)
+
+
+def attach_layout(model: Any, layout: FlatLayout) -> None:
     """Record the flat layout in the model's config so ``save_pretrained`` carries it."""
     setattr(model.config, LAYOUT_KEY, layout.to_dict())
 
@@ -44,11 +65,16 @@ def check_model_folder(path: str) -> None:
 def load_step_lm(path: str, layout: TokenLayout | dict[str, Any] | None = None, device: str | torch.device = "cpu",
                  dtype: torch.dtype | None = None, **kw: Any) -> StepLM:
     """Load a model folder (or hub id) as a step LM ready for the decoder, its weights (and so its
-    KV cache) on ``device`` in ``dtype`` (default: as saved)."""
+    KV cache) on ``device`` in ``dtype`` (default: as saved). Our codec LMs load in plain torch;
+    anything else goes through ``transformers`` (imported only then)."""
     check_model_folder(path)
+    if model_type(path) == CodecLMConfig.TYPE:
+        return CodecStepLM(CodecLM.from_folder(path).to(device, dtype))
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from voicespec.lm.hf import HFCausalLM
+
     config = AutoConfig.from_pretrained(path)
-    if isinstance(config, CodecLMConfig):
-        return CodecStepLM(CodecLM.from_pretrained(path, **kw).to(device, dtype))
     model = AutoModelForCausalLM.from_pretrained(path, **kw).to(device, dtype)
     if isinstance(layout, dict):
         layout = layout_from_dict(layout)

@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoConfig
 
 from voicespec.engine.drafters import ChoiceDrafter, Drafter, EarlyExitDrafter, FeatureDrafter, MedusaDrafter, ModelDrafter, NGramDrafter
 from voicespec.engine.step_lm import StepLM
 from voicespec.lm.codec_lm import CodecStepLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
-from voicespec.lm.loading import check_model_folder, load_step_lm
+from voicespec.lm.loading import check_model_folder, load_step_lm, model_type
 
 BUILTIN = ("none", "ngram", "auto")
 EARLY_EXIT = "early-exit-"  # + the layers kept: the target's first layers as its own draft
@@ -56,10 +55,10 @@ def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapp
     if name in draft_models:
         folder = str(draft_models[name])
         check_model_folder(folder)
-        if isinstance(AutoConfig.from_pretrained(folder), DraftHeadsConfig):
+        if model_type(folder) == DraftHeadsConfig.TYPE:
             if target is None:
                 raise ValueError(f"drafter {name!r} reads the target's hidden state: it needs the target")
-            heads = DraftHeads.from_pretrained(folder).to(device, dtype)
+            heads = DraftHeads.from_folder(folder).to(device, dtype)
             kind = FeatureDrafter if heads.config.kind == "feature" else MedusaDrafter
             return kind(target, heads, name)
         return ModelDrafter(load_step_lm(folder, device=device, dtype=dtype))

@@ -22,7 +22,7 @@ from voicespec.frontend.duration import DurationConfig, DurationModel
 from voicespec.engine.layout import FlatLayout
 from voicespec.frontend.phonemes import PhonemeTokenizer
 from voicespec.lm.hf import HFCausalLM
-from voicespec.lm.loading import attach_layout
+from voicespec.lm.loading import attach_layout, save_model
 from voicespec.frontend.text import CharTokenizer
 from voicespec.pipeline.voice import Voice, VoiceConfig
 
@@ -133,8 +133,8 @@ def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> P
         duration = "duration"
         tiny_duration(seed, units=tokenizer.vocab_size - 1 if layout == "coarse" else 0).save(out / duration)
     codec.save(out / "codec")
-    target.model.save_pretrained(out / "target")
-    draft.model.save_pretrained(out / "drafters" / "draft-model")
+    save_model(target.model, out / "target")
+    save_model(draft.model, out / "drafters" / "draft-model")
     config = VoiceConfig(
         name=f"tiny-{layout}", tokenizer=tokenizer.to_dict(), text_offset=text_offset,
         sampling={"temperature": 0.8, "top_k": 20}, max_frames_per_char=4, min_max_frames=40, duration=duration,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -221,21 +222,23 @@ def load_voice(spec: str | Path | None, device: str = "cpu", dtype: str = "float
 
 @contextmanager
 def quiet_loading() -> Iterator[None]:
-    """No weight-loading progress bars or deprecation chatter while a voice loads; the caller's
-    own settings of ``transformers`` and ``warnings`` are back afterwards."""
-    from transformers.utils import logging as hf_logging
-
-    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    """No deprecation chatter while a voice loads, nor weight-loading bars from ``transformers``
+    where it is in use (our own voices never import it, and this does not either); the caller's own
+    settings of ``transformers`` and ``warnings`` are back afterwards."""
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    if hf_logging is not None:
+        bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*weight_norm.*", category=FutureWarning)
             yield
     finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+        if hf_logging is not None:
+            hf_logging.set_verbosity(level)
+            if bars:
+                hf_logging.enable_progress_bar()
 
 
 def resolve_device(device: str) -> str:

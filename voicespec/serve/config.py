@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from voicespec.engine.config import DecodeConfig
 from voicespec.options import check_device, check_dtype
+from voicespec.threads import DEFAULT_THREADS, check_threads
 from voicespec.serve.protocol import DEFAULT_PORT
 
 
@@ -43,6 +44,7 @@ class ServerConfig:
     frame_cache_mb: float = 64.0  # decoded sentences replayed when repeated (pipeline/frame_cache.py); 0: off
     device: str = "auto"  # where a voice the server loads runs (options.DEVICE_HELP)
     dtype: str = "float32"  # its LM's weights and KV cache (options.DTYPES)
+    threads: int = DEFAULT_THREADS  # torch intra-op threads of the process the server runs in (voicespec.threads)
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
@@ -64,3 +66,4 @@ class ServerConfig:
         DecodeConfig(gamma=self.gamma)  # validates gamma
         check_device(self.device)
         check_dtype(self.dtype)
+        check_threads(self.threads)

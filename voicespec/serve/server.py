@@ -29,6 +29,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 
 from voicespec.pipeline.frame_cache import FrameCache
 from voicespec.pipeline.voice import Voice, load_voice, voice_names
+from voicespec.threads import use_threads
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.http import HttpConnection, HttpFront
@@ -46,6 +47,7 @@ class TTSServer:
 
     def __init__(self, config: ServerConfig, voice: Voice | None = None) -> None:
         self.config = config
+        use_threads(config.threads)  # the model thread's and the audio worker's intra-op threads
         lent = voice is not None  # a lent voice keeps its own frame cache (or none); the others share the server's
         if voice is None:
             voice = load_voice(config.voice, config.device, config.dtype)

@@ -131,7 +131,7 @@ class Features:
                 track[:n] = s["track"][:n].long()
                 text = torch.tensor(s["ids"])[None]
                 e = target.embed(None, inputs, track[None])  # [1, L, D]
-                h = target.backbone(inputs_embeds=target.embed(text, inputs, track[None])).last_hidden_state
+                h = target.backbone(target.embed(text, inputs, track[None]))
                 fs.append(h[0, text.shape[1] - 1:].half())  # [L+1, D]
                 es.append(e[0].half())
                 lengths.append(L)
@@ -236,7 +236,7 @@ def check_init(init: Path, kind: str, width: int, n_heads: int, hidden_size: int
     """Heads in ``init`` can continue as ``kind`` heads of this width and count (and hidden size,
     when the target's is known)."""
     try:
-        c = DraftHeadsConfig.from_pretrained(str(init))
+        c = DraftHeadsConfig.read(str(init))
     except OSError as e:
         raise ValueError(f"--init {init}: no draft heads there ({e})") from None
     if (c.kind, c.width, c.n_heads) != (kind, width, n_heads) or hidden_size not in (None, c.hidden_size):
@@ -255,7 +255,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
     ``greedy_weight``: see :func:`distill_loss`."""
     check_greedy_weight(greedy_weight)
     run = TrainingRun(out_dir, config.seed, config.threads, config.checkpoint_every_s, log, config.device)
-    target = CodecLM.from_pretrained(str(target_dir)).eval().to(run.device)
+    target = CodecLM.from_folder(str(target_dir)).eval().to(run.device)
     for p in target.parameters():
         p.requires_grad_(False)
     samples = torch.load(Path(samples_dir) / SAMPLES, weights_only=False)
@@ -267,7 +267,7 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
                            n_heads=depth if kind == "medusa" else 1, distill_temperature=temperature)
     if init is not None:
         check_init(init, cfg.kind, cfg.width, cfg.n_heads, cfg.hidden_size)
-        heads = DraftHeads.from_pretrained(str(init)).to(run.device)
+        heads = DraftHeads.from_folder(str(init)).to(run.device)
         heads.config.voicespec_info = {}
         heads.config.distill_temperature = temperature  # what these samples were drawn at; inference_weights stay
     else:
@@ -304,12 +304,12 @@ def train_heads(samples_dir: Path, target_dir: Path, out_dir: Path, kind: str, d
         "recipe": f"voicespec train features --kind {kind}", "target": str(target_dir), "steps": run.step,
         **({"init": str(init)} if init is not None else {}), **({"greedy_weight": greedy_weight} if greedy_weight else {}),
         "trained_minutes": round(run.trained_s / 60, 1), "hardware": hardware(run.device),
-        "train_config": asdict(config), "parameters": heads.num_parameters(),
+        "train_config": asdict(config), "parameters": heads.n_params(),
         "samples": f"{len(train)} utterances sampled from the target (temperature {temperature}, top-k {top_k}"
                    + (f"; {n_greedy} of them greedy)" if n_greedy else ")"),
         "heldout_acceptance": acceptance(heads, target, heldout, depth, temperature, top_k),
     }
-    heads.save_pretrained(path)
+    heads.save(path)
     return path
 
 
@@ -326,8 +326,8 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
     """Copy exported draft heads into a voice's ``drafters/`` folder (``dest``) with a model card."""
     from voicespec.train.ship import card
 
-    heads = DraftHeads.from_pretrained(str(folder))
-    heads.save_pretrained(dest)
+    heads = DraftHeads.from_folder(str(folder))
+    heads.save(dest)
     info = dict(getattr(heads.config, "voicespec_info", {}))
     metrics = info.pop("heldout_acceptance", {})
     c = heads.config

@@ -159,11 +159,11 @@ def write_voice(voice_dir: Path, dest: Path, stage: FineStage, info: dict[str, A
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(voice_dir, dest, ignore=shutil.ignore_patterns("target"))
-    model = CodecLM.from_pretrained(voice_dir / "target")
+    model = CodecLM.from_folder(voice_dir / "target")
     model.config.fine_reads_prev = False
     model.fine = stage
     model.config.voicespec_info = {**getattr(model.config, "voicespec_info", {}), "fine_stage": info}
-    model.save_pretrained(dest / "target", max_shard_size=SHARD_BYTES)
+    model.save(dest / "target")
     card = voice_dir / "target" / "MODEL_CARD.md"
     if card.exists():
         shutil.copy(card, dest / "target" / "MODEL_CARD.md")

@@ -208,7 +208,7 @@ def batch_outputs(model: CodecLM, seqs: Sequence[LMSequence], dropout: float = 0
     attention never reads the padding, so no attention mask is needed)."""
     embs = [model.embed(s.text[None], s.inputs[None], s.track[None])[0] for s in seqs]
     x = F.dropout(nn.utils.rnn.pad_sequence(embs, batch_first=True), dropout, model.training)
-    h = model.backbone(inputs_embeds=x).last_hidden_state
+    h = model.backbone(x)
     G, V = model.n_codebooks, model.head_vocab
     rows = [h[i, len(s.text) : len(s.text) + len(s.inputs)] for i, s in enumerate(seqs)]
     return [Outputs(model.heads(r).view(-1, G, V), r) for r in rows]
@@ -314,10 +314,10 @@ class _Run(TrainingRun):
         path = self.out_dir / folder
         setattr(self.model.config, INFO_KEY, {
             "recipe": f"voicespec train {self.kind}", "steps": self.step, "trained_minutes": round(self.trained_s / 60, 1),
-            "hardware": hardware(self.device), "train_config": asdict(self.config), "parameters": self.model.num_parameters(),
+            "hardware": hardware(self.device), "train_config": asdict(self.config), "parameters": self.model.n_params(),
             **info,
         })
-        self.model.save_pretrained(path)
+        self.model.save(path)
         return path
 
 
@@ -376,7 +376,7 @@ def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path | None, out_dir:
     run = _Run(out_dir, model, config, "lm", log)
     train, heldout = _split(examples, model_config.layout, model_config.track_positions, run.device)
     if run.step == 0:
-        log(f"new target: {model.num_parameters() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} "
+        log(f"new target: {model.n_params() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} "
             f"held-out utterances ({sum(s.inputs.shape[0] for s in train)} train frames)")
 
     def loss_fn(batch: Sequence[LMSequence]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -399,7 +399,7 @@ def train_draft(run_dir: Path, target_dir: Path, out_dir: Path, n_layers: int = 
                 config: LMTrainConfig = LMTrainConfig(minutes=15.0), log=print) -> Path:
     """Distil a ``n_layers`` draft from the target on the prepared corpus of ``run_dir``."""
     out_dir = Path(out_dir)
-    target = CodecLM.from_pretrained(str(target_dir)).eval()
+    target = CodecLM.from_folder(str(target_dir)).eval()
     for p in target.parameters():
         p.requires_grad_(False)
     examples = [Example(**d) for d in torch.load(Path(run_dir) / "prepared.pt", weights_only=False)["examples"]]
@@ -425,7 +425,7 @@ def train_draft(run_dir: Path, target_dir: Path, out_dir: Path, n_layers: int = 
 
     if run.step == 0:
         log(f"new draft: {n_layers} of {target.config.num_hidden_layers} layers, "
-            f"{draft.num_parameters() / 1e6:.2f} M parameters; before distillation {evaluate()}")
+            f"{draft.n_params() / 1e6:.2f} M parameters; before distillation {evaluate()}")
     run.loop(train, loss_fn, evaluate)
     return run.export("draft", {"target": str(target_dir), "distilled_layers": n_layers, "heldout_metrics": evaluate()})
 

@@ -88,8 +88,8 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
                evaluation: dict[str, Any] | None = None) -> Path:
     """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
     ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
-    lm = CodecLM.from_pretrained(str(target))
-    lm.save_pretrained(dest / "target", max_shard_size=SHARD)
+    lm = CodecLM.from_folder(str(target))
+    lm.save(dest / "target")
     c = lm.config
     phonemes = getattr(c, INFO_KEY, {}).get("units", "").startswith("phonemes")
     unit = "phoneme" if phonemes else "character"
@@ -99,14 +99,14 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
               if c.coarse_first else f"in the delay layout (delays {c.delays}: one step per 20 ms frame)")
     (dest / "target" / "MODEL_CARD.md").write_text(_lm_card(
         lm, "voicespec-tiny target (codec LM)",
-        f"A {lm.num_parameters() / 1e6:.1f} M-parameter Llama backbone ({c.num_hidden_layers} layers x {c.hidden_size}) "
+        f"A {lm.n_params() / 1e6:.1f} M-parameter Llama backbone ({c.num_hidden_layers} layers x {c.hidden_size}) "
         f"that speaks the codec's {c.n_codebooks} x {c.codebook_size} codes {layout}. Each step is conditioned on the "
         f"text ({unit}s) as a prefix and on a frame-aligned {unit} track ({c.track_positions} position buckets) from "
         "the duration predictor; the utterance ends exactly where the track does. `ce_wrong_text` is the held-out loss "
         "with another sentence's text: the gap to `ce` is what the text is worth to the model; `frame_nll` (nats per "
         "frame, all codebooks) compares layouts.", commands["lm"]) + (judge_section(evaluation) if evaluation else ""))
-    dm = CodecLM.from_pretrained(str(draft))
-    dm.save_pretrained(dest / "drafters" / DRAFT_NAME, max_shard_size=SHARD)
+    dm = CodecLM.from_folder(str(draft))
+    dm.save(dest / "drafters" / DRAFT_NAME)
     (dest / "drafters" / DRAFT_NAME / "MODEL_CARD.md").write_text(_lm_card(
         dm, "voicespec-tiny draft model",
         f"The target's first {dm.config.num_hidden_layers} layer(s) with its embeddings, track and heads, distilled "
