@@ -25,7 +25,6 @@ from typing import Any, Callable
 import torch
 from torch.nn import functional as F
 
-from voicespec.folders import SHARD_BYTES
 from voicespec.engine.layout import Prompt
 from voicespec.lm.codec_lm import CodecLM, FineStage
 from voicespec.pipeline.voice import Voice

@@ -16,10 +16,8 @@ from voicespec.pipeline.voice import DEFAULT_VOICE, Voice, VoiceConfig
 from voicespec.eval.recognizer import load_asr
 from voicespec.train.card import DATA_NOTE
 from voicespec.train.lm import INFO_KEY
-from voicespec.folders import SHARD_BYTES
 from voicespec.train.configs import DRAFT_NAME
 
-SHARD = SHARD_BYTES  # shipped weight files stay well under 20 MiB each (git-friendly)
 
 
 def _table(d: dict[str, Any]) -> str:
