@@ -90,8 +90,9 @@ class Option:
     """One request option: its name (a dataclass field), value type and help text."""
 
     name: str
-    type: type  # int or float
+    type: type  # int, float, or str (one of ``choices``)
     help: str
+    choices: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -99,19 +100,26 @@ class Option:
 
     def accepts(self, value: Any) -> bool:
         """JSON type check (range checks are the dataclass's own)."""
+        if self.type is str:
+            return isinstance(value, str)
         return is_int(value) if self.type is int else is_number(value)
 
     @property
     def kind(self) -> str:
-        return "an integer" if self.type is int else "a number"
+        """The JSON kind, as protocol messages are checked (``serve/protocol.py``) and errors say it."""
+        return {int: "int", float: "number", str: "str"}[self.type]
+
+    @property
+    def described(self) -> str:
+        return {int: "an integer", float: "a number", str: "a string"}[self.type]
 
 
 def options_of(cls: type) -> tuple[Option, ...]:
     """The options of a config dataclass whose fields carry ``metadata={"help": ...}``."""
     out = []
     for f in fields(cls):
-        kind = {"int": int, "float": float}[f.type if isinstance(f.type, str) else f.type.__name__]
-        out.append(Option(f.name, kind, f.metadata.get("help", "")))
+        kind = {"int": int, "float": float, "str": str}[f.type if isinstance(f.type, str) else f.type.__name__]
+        out.append(Option(f.name, kind, f.metadata.get("help", ""), tuple(f.metadata.get("choices", ()))))
     return tuple(out)
 
 
@@ -127,6 +135,6 @@ def sampling_overrides(values: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if not opt.accepts(value):
-            raise ValueError(f"{opt.name!r} must be {opt.kind}, got {value!r}")
+            raise ValueError(f"{opt.name!r} must be {opt.described}, got {value!r}")
         out[opt.name] = value
     return out

@@ -60,7 +60,8 @@ def test_sampled_fine_codes_do_not_depend_on_gamma(reads_prev):
 
 # --- sampling: the whole frames' distribution -----------------------------------------------------
 
-SAMPLING = SamplingConfig(temperature=1.3, top_k=3)
+SAMPLING = SamplingConfig(temperature=1.3, top_k=3, coupling="residual")  # the residual rule (Leviathan et al.)
+INVARIANT = replace(SAMPLING, coupling="invariant")  # each position's own Gumbel noise (engine/noise.py)
 N_STEPS = 2
 
 
@@ -102,11 +103,11 @@ def _key(frames: torch.Tensor) -> tuple:
     return tuple(tuple(row) for row in frames.tolist())
 
 
-def empirical_frames(target, drafter, prompt, n: int, tree=None) -> Counter:
+def empirical_frames(target, drafter, prompt, n: int, tree=None, sampling: SamplingConfig = SAMPLING) -> Counter:
     counts: Counter = Counter()
-    decoder = SpecDecoder(target, drafter, DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS))
+    decoder = SpecDecoder(target, drafter, DecodeConfig(sampling, gamma=2, max_steps=N_STEPS))
     for seed in range(n):
-        config = DecodeConfig(SAMPLING, gamma=2, max_steps=N_STEPS, seed=seed, tree=tree)
+        config = DecodeConfig(sampling, gamma=2, max_steps=N_STEPS, seed=seed, tree=tree)
         counts[_key(decoder.generate(prompt, config).run())] += 1
     return counts
 
@@ -205,6 +206,61 @@ def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distri
     assert chi_square_pvalue(coarse_codes(500), exact) > 1e-3
     monkeypatch.setattr(tree_module, "residual", lambda p, q, token: p)
     assert chi_square_pvalue(coarse_codes(400), exact) < 1e-6
+
+
+@pytest.mark.parametrize("reads_prev", [True, False], ids=["fine-reads-prev", "fine-batched"])
+def test_invariant_sampling_commits_plain_decodings_frames_for_every_drafter_gamma_tree_and_batch(drafters_for, reads_prev):
+    """The invariant coupling: for a seed, speculation changes nothing but the speed (every
+    drafter, γ, a tree, the adaptive controller, and batched with other sessions)."""
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev)
+    prompt = target.layout.prompt([1, 2, 3, 4])
+    sampling = SamplingConfig(temperature=1.0, top_k=5)
+    assert sampling.coupling == "invariant"  # the default
+    for seed in range(3):
+        plain = SpecDecoder(target, None, DecodeConfig(sampling, gamma=0, max_steps=30, seed=seed)).generate(prompt)
+        plain_frames = plain.run()
+        accepted = 0
+        for name, drafter in drafters_for(target, codec_draft(target)).items():
+            trees = [(2, 1), ((3,), (2, 1, 0))] if getattr(drafter, "drafts_trees", False) else []
+            for gamma, tree in [(1, None), (4, None), ("auto", None), *((2, t) for t in trees)]:
+                config = DecodeConfig(sampling, gamma=gamma, max_steps=30, seed=seed, tree=tree)
+                gen = SpecDecoder(target, drafter, config).generate(prompt)
+                frames = gen.run()
+                assert torch.equal(gen.generated, plain.generated), f"{name} γ={gamma} tree={tree} seed={seed}"
+                assert torch.equal(frames, plain_frames), f"{name} γ={gamma} tree={tree} seed={seed}"
+                accepted += gen.stats.accepted
+            batch = [SpecDecoder(target, drafter, DecodeConfig(sampling, gamma=g, max_steps=30, seed=s)).generate(p)
+                     for g, s, p in [(2, seed, prompt), (3, seed + 7, target.layout.prompt([2])), (1, seed, prompt)]]
+            out = drive_batch([g.decode() for g in batch])
+            assert torch.equal(out[0], plain_frames) and torch.equal(out[2], plain_frames), f"{name} batched"
+        assert accepted > 0  # drafts were accepted: speculation took part
+
+
+def _accept_everything_greedy(draft, logits):
+    from voicespec.engine.verify import _assemble
+
+    return _assemble(draft, draft.numel(), logits[draft.shape[0]].argmax(-1), logits.shape[1])
+
+
+@pytest.mark.slow
+def test_invariant_sampling_gives_the_targets_distribution_of_whole_frames(
+        monkeypatch, sharpened, exact_distribution, chi_square_pvalue):
+    """Whole frames under the invariant coupling, speculating with a separate draft model; the
+    controls: uniform noise in place of Gumbel noise, and accepting every draft, both fail."""
+    import voicespec.engine.noise as noise_module
+
+    target, draft, prompt = coarse_case(sharpened)
+    drafter = ModelDrafter(draft)
+    exact = exact_frames(target, prompt, exact_distribution)
+    counts = empirical_frames(target, drafter, prompt, 800, sampling=INVARIANT)
+    assert set(counts) <= set(exact), "produced frames the target gives probability zero"
+    assert chi_square_pvalue(counts, exact) > 1e-3
+    with monkeypatch.context() as m:
+        m.setattr(noise_module.PositionNoise, "at", lambda self, position, shape: torch.rand(shape))
+        assert chi_square_pvalue(empirical_frames(target, drafter, prompt, 300, sampling=INVARIANT), exact) < 1e-6
+    with monkeypatch.context() as m:
+        m.setattr(decoder_module, "verify_greedy", _accept_everything_greedy)
+        assert chi_square_pvalue(empirical_frames(target, drafter, prompt, 300, sampling=INVARIANT), exact) < 1e-6
 
 
 def test_a_delay_draft_is_refused_for_a_coarse_first_target():

@@ -21,7 +21,7 @@ from voicespec.engine.layout import Prompt
 from voicespec.engine.policy import TokenPolicy
 from voicespec.pipeline.tiny import tiny_codec_lm, tiny_flat
 
-SAMPLING = SamplingConfig(temperature=1.3, top_k=3)
+SAMPLING = SamplingConfig(temperature=1.3, top_k=3, coupling="residual")  # the residual rule (Leviathan et al.)
 N_SAMPLES = 800
 N_BROKEN = 300  # a wrong rule is far off: fewer samples show it
 
@@ -78,3 +78,19 @@ def test_speculative_sampling_matches_target_distribution(case, drafter_name, mo
     assert chi_square_pvalue(broken, exact) < 1e-6
 
 
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_invariant_sampling_commits_plain_decodings_steps(case, sharpened):
+    """Flat and delay layouts (a step of several codebooks): with the invariant coupling the
+    draft model and the n-gram drafter commit exactly plain decoding's steps for each seed."""
+    target, draft, prompt, _ = CASES[case](sharpened)
+    sampling = SamplingConfig(temperature=1.3, top_k=3)
+    for seed in range(5):
+        plain = SpecDecoder(target, None, DecodeConfig(sampling, gamma=0, max_steps=8, seed=seed)).generate(prompt)
+        plain.run()
+        for drafter in (ModelDrafter(draft), NGramDrafter(max_n=2)):
+            for gamma in (1, 3):
+                gen = SpecDecoder(target, drafter, DecodeConfig(sampling, gamma=gamma, max_steps=8, seed=seed)).generate(prompt)
+                gen.run()
+                assert torch.equal(gen.generated, plain.generated), f"{drafter} γ={gamma} seed={seed}"

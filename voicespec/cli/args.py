@@ -155,7 +155,8 @@ def add_sampling_args(p: argparse.ArgumentParser, unset: str = "the voice's") ->
     so ``unset``'s settings apply (the voice's; the engine's own defaults for ``generate``)."""
     for opt in SAMPLING_OPTIONS:
         text = opt.help or opt.name.replace("_", " ")
-        p.add_argument(opt.flag, type=opt.type, help=text if "(default" in text else f"{text} (default: {unset})")
+        p.add_argument(opt.flag, type=opt.type, choices=opt.choices or None,
+                       help=text if "(default" in text else f"{text} (default: {unset})")
 
 
 def add_decoding_args(p: argparse.ArgumentParser, gamma_default: int | str = "auto", unset: str = "the voice's") -> None:

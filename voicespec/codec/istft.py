@@ -133,20 +133,23 @@ class IstftStream(CodecStream):
 
     @classmethod
     def push_many(cls, streams: list[IstftStream], codes: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Streams of one decoder that are ready with the same number of frames (and all fresh, or
-        all under way) decode as one batch; each stream's output is what it gives alone."""
-        out = [torch.zeros(0)] * len(streams)
-        groups: dict[tuple[int, int, bool], list[tuple[int, torch.Tensor]]] = {}
+        """The streams' blocks decode round by round (every stream's first block, then the
+        second...): blocks of one decoder with the same number of frames (all fresh, or all under
+        way) as one batch; each stream's output is what it gives alone, up to float rounding."""
+        pcm: list[list[torch.Tensor]] = [[] for _ in streams]
         with torch.inference_mode():
-            for i, (stream, c) in enumerate(zip(streams, codes)):
-                ready = stream._admit(c)
-                if ready is not None:
-                    groups.setdefault((id(stream.decoder), ready.shape[1], stream._pending is None), []).append((i, ready))
-            for group in groups.values():
-                batch = [streams[i] for i, _ in group]
-                for (i, _), stream, pcm in zip(group, batch, cls._push_batch(batch, [r for _, r in group])):
-                    out[i] = stream._emit(pcm)
-        return out
+            ready = [stream._admit(c) for stream, c in zip(streams, codes)]
+            for r in range(max(map(len, ready), default=0)):
+                groups: dict[tuple[int, int, bool], list[int]] = {}
+                for i, blocks in enumerate(ready):
+                    if r < len(blocks):
+                        groups.setdefault((id(streams[i].decoder), blocks[r].shape[1], streams[i]._pending is None),
+                                          []).append(i)
+                for idx in groups.values():
+                    batch = [streams[i] for i in idx]
+                    for i, p in zip(idx, cls._push_batch(batch, [ready[i][r] for i in idx])):
+                        pcm[i].append(p)
+        return [stream._emit(torch.cat(p)) if p else torch.zeros(0) for stream, p in zip(streams, pcm)]
 
     @staticmethod
     def _push_batch(streams: list[IstftStream], codes: list[torch.Tensor]) -> list[torch.Tensor]:

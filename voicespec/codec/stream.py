@@ -54,10 +54,13 @@ class CodecStream:
     architecture) say how a chunk decodes (``_push``, never before the warm-up is complete) and
     what ``flush`` still owes (``_flush``).
 
-    ``min_frames``: frames are queued until at least this many can be decoded together. A decode
-    call's cost is mostly reading the decoder's weights, whatever the chunk length, so on a CPU
-    decoding two frames at a time costs little more than one (measured in the README); the price
-    is up to ``min_frames - 1`` frames of extra latency. The output is the same either way.
+    ``min_frames``: frames are decoded in blocks of exactly this many (the first block: the
+    warm-up, if that is longer), so a call's cost is shared by several frames (it is mostly
+    reading the decoder's weights: on a CPU two frames cost little more than one, measured in the
+    README), at up to ``min_frames - 1`` frames of extra latency. Blocks of a fixed size also make
+    the PCM bit for bit independent of how the frames arrived (a chunk's float sums depend on its
+    length): a seed gives the same file whatever γ the controller chose. The output equals the
+    full decode either way, up to float rounding.
     """
 
     warmup_frames = 1
@@ -80,19 +83,24 @@ class CodecStream:
         self.samples_out = 0
         self._reset()
 
-    def _admit(self, codes: torch.Tensor) -> torch.Tensor | None:
-        """Queue ``codes [K, n]``; the codes to decode now, or None while the queue is short."""
+    def _admit(self, codes: torch.Tensor) -> list[torch.Tensor]:
+        """Queue ``codes [K, n]``; the blocks to decode now, in order (none while the queue is short)."""
         if self._closed:
             raise RuntimeError("utterance already flushed: call reset() before pushing a new one")
         codes = self.codec._check_codes(codes)
         self.frames_in += codes.shape[1]
         self._queue.append(codes)
         self._queued += codes.shape[1]
-        needed = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
-        if self._queued == 0 or self._queued < needed:
-            return None
-        self._started = True
-        return self._take()
+        blocks = []
+        while True:
+            size = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
+            if self._queued < size:
+                return blocks
+            self._started = True
+            queued = self._take()
+            blocks.append(queued[:, :size])
+            if queued.shape[1] > size:
+                self._queue, self._queued = [queued[:, size:]], queued.shape[1] - size
 
     @torch.inference_mode()
     def push(self, codes: torch.Tensor) -> torch.Tensor:
@@ -104,10 +112,10 @@ class CodecStream:
         """:meth:`push` of ``codes[i]`` into ``streams[i]`` for each i; a subclass whose decoder
         takes a batch decodes the streams that are ready in one call."""
         out = []
-        for stream, c in zip(streams, codes):
-            with torch.inference_mode():
-                ready = stream._admit(c)
-                out.append(torch.zeros(0) if ready is None else stream._emit(stream._push(ready)))
+        with torch.inference_mode():
+            for stream, c in zip(streams, codes):
+                pcm = [stream._push(block) for block in stream._admit(c)]
+                out.append(stream._emit(torch.cat(pcm)) if pcm else torch.zeros(0))
         return out
 
     @torch.inference_mode()

@@ -20,6 +20,7 @@ MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 100.0
 MAX_TOP_K = 1 << 20
 MAX_REPETITION_PENALTY = 100.0
 MAX_REPETITION_WINDOW = 4096
+COUPLINGS = ("invariant", "residual")
 MAX_SEED = 2**53 - 1  # exact in every JSON reader; sentence i of a request uses seed + i
 
 
@@ -32,6 +33,12 @@ class SamplingConfig:
     top_p: float = field(default=1.0, metadata={"help": "nucleus mass in (0, 1] (default: the voice's, else 1: off)"})
     repetition_penalty: float = field(default=1.0, metadata={"help": ">= 1; 1 is off (default: the voice's)"})
     repetition_window: int = field(default=0, metadata={"help": "steps the repetition penalty looks back"})
+    coupling: str = field(default="invariant", metadata={
+        "choices": COUPLINGS,
+        "help": "how sampled drafts are checked, both exact: invariant (each position's token is the target's "
+                "Gumbel-max draw with that position's own noise, so a seed gives the same tokens with speculation "
+                "on or off, any gamma, tree, batch or machine) or residual (Leviathan et al.: accept with "
+                "min(1, p/q), else redraw; a little more acceptance, tokens that depend on the drafts)"})
     lossy_top_k: int = field(default=0, metadata={
         "help": "LOSSY, off by default: accept a drafted token whenever it is among the target's N most likely "
                 "(after warping) instead of by the exact rule; 0 keeps acceptance exact"})
@@ -46,6 +53,8 @@ class SamplingConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 1 <= self.repetition_penalty <= MAX_REPETITION_PENALTY:
             raise ValueError(f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}], got {self.repetition_penalty}")
+        if self.coupling not in COUPLINGS:
+            raise ValueError(f"coupling must be one of {', '.join(COUPLINGS)}, got {self.coupling!r}")
         if not 0 <= self.lossy_top_k <= MAX_TOP_K:
             raise ValueError(f"lossy_top_k must be in [0, {MAX_TOP_K}] (0: exact acceptance), got {self.lossy_top_k}")
         if not 0 <= self.repetition_window <= MAX_REPETITION_WINDOW:

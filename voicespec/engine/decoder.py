@@ -22,6 +22,7 @@ from voicespec.engine.step_lm import LMSession, Pass, StepLM
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.stats import DecodeStats
 from voicespec.engine.tree import TreeShape, static_tree, verify_tree_greedy, verify_tree_sampling
+from voicespec.engine.noise import PositionNoise
 from voicespec.engine.verify import Verdict, verify_greedy, verify_lossy_top_k, verify_sampling
 from voicespec.engine.work import Work, drive, drive_batch
 
@@ -92,6 +93,11 @@ class Generation:
         self.policy = TokenPolicy(layout, config.sampling)
         self.controller = config.make_controller(decoder.memory, trees=getattr(decoder.drafter, "trees", ()))
         self.generator = torch.Generator().manual_seed(config.seed) if config.seed is not None else None
+        sampling = config.sampling
+        # The invariant coupling draws each position's token from that position's own noise
+        # (``noise.py``): with no seed, a seed drawn from torch's global generator stands in.
+        self.noise = None if sampling.greedy or sampling.lossy_top_k or sampling.coupling != "invariant" else \
+            PositionNoise(config.seed if config.seed is not None else int(torch.randint(0, 2**62, ())))
         # The fine stage draws from its own stream, so its codes depend only on the verified coarse
         # codes, not on how many draws verification made (same frames with speculation on or off).
         # Its seed is a multiplicative hash of the seed: torch's CPU generator keeps only the low 32
@@ -148,7 +154,7 @@ class Generation:
     def draft_context(self) -> DraftContext:
         """What a drafter reads to propose the steps after the committed ones, now."""
         return DraftContext(self.history, self.n_prompt, self.state, self.policy, self.generator, self.target,
-                            self._features())
+                            self._features(), self.noise)
 
     def _features(self) -> torch.Tensor | None:
         """The target's final hidden state that predicted the pending step: row ``_fine_from +
@@ -166,6 +172,9 @@ class Generation:
             return verify_lossy_top_k(draft.steps, warped, sampling.lossy_top_k, self.generator, sampling.greedy)
         if sampling.greedy:
             return verify_greedy(draft.steps, warped)
+        if self.noise is not None:  # the target's own draw at every position: what plain decoding commits
+            start = self.length - self.n_prompt
+            return verify_greedy(draft.steps, self.noise.perturb(warped, list(range(start, start + warped.shape[0]))))
         return verify_sampling(draft.steps, draft.probs, self.policy.probs(warped), self.generator)
 
     def step(self) -> Chunk:
@@ -257,7 +266,11 @@ class Generation:
         raw = yield work  # [1 + nodes, G, V]
         t2 = time.perf_counter()
         warped = self.policy.warp_tree(raw, self.state, draft.tokens, tree, self.generated)[:, 0]  # [1 + nodes, V]
-        if self.config.sampling.greedy:
+        if self.noise is not None:  # slot s holds the logits of the step after it: position start + its depth
+            base = self.length - self.n_prompt
+            positions = [base + d for d in tree.depths.tolist()]
+            verdict = verify_tree_greedy(tree, draft.tokens[:, 0], self.noise.perturb(warped[:, None], positions)[:, 0])
+        elif self.config.sampling.greedy:
             verdict = verify_tree_greedy(tree, draft.tokens[:, 0], warped)
         else:
             verdict = verify_tree_sampling(tree, draft.tokens[:, 0], draft.q, warped.softmax(-1), self.generator)

@@ -161,7 +161,7 @@ ClientMessage = Start | Text | Flush | End | Cancel | ClientStats
 _KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (is_int, "an integer"),
           "number": (is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
 
-_SAMPLING_FIELDS = {o.name: ("int" if o.type is int else "number", False) for o in SAMPLING_OPTIONS}
+_SAMPLING_FIELDS = {o.name: (o.kind, False) for o in SAMPLING_OPTIONS}
 CONTEXT_OPTIONS = ("voice", "speed", "seed", *_SAMPLING_FIELDS)  # a context's first text may set these
 
 # type -> {field: (kind, required)}

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import torch
 
 from voicespec.engine.layout import LayoutState, Prompt, TokenLayout
+from voicespec.engine.noise import PositionNoise
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.sampling import sample
 
@@ -21,7 +22,9 @@ class DraftContext:
     the caches). ``n_prompt``: how many of them are prompt steps. ``state``: the layout state after
     the generated steps. ``target``: the target's session (its model, cache row and embeddings,
     for drafters built on the target). ``features``: the target's final hidden state ``[D]`` that
-    predicted the pending step (on the target's device), when the target exposes one.
+    predicted the pending step (on the target's device), when the target exposes one. ``noise``:
+    sampling with the invariant coupling, where a draft is the argmax of its warped logits plus the
+    noise of its position (the target's own draw, when the draft is good).
     """
 
     history: torch.Tensor
@@ -31,6 +34,11 @@ class DraftContext:
     generator: torch.Generator | None
     target: Any = None
     features: torch.Tensor | None = None
+    noise: PositionNoise | None = None  # the invariant coupling's: draft j proposes its own noise's argmax
+
+    def position(self, j: int) -> int:
+        """The generated position of draft step ``j`` (0: the step after the pending one)."""
+        return self.history.shape[0] - self.n_prompt + j
 
     @property
     def generated(self) -> torch.Tensor:
@@ -101,6 +109,8 @@ def draft_loop(ctx: DraftContext, gamma: int, next_logits: Callable[[int, torch.
         warped = policy.warp_rows(next_logits(j, step), [state], [generated])[0]
         if greedy:
             step = warped.argmax(-1)
+        elif ctx.noise is not None:
+            step = ctx.noise.perturb(warped[None], [ctx.position(j)])[0].argmax(-1)
         else:
             probs.append(policy.probs(warped))
             step = sample(probs[-1], ctx.generator)

@@ -142,7 +142,8 @@ class FeatureDrafter:
         codes = [int(ctx.history[-1, 0])]  # per slot: its step's code (one per step: coarse-first)
         states = [ctx.state]  # per slot (the leaves' are never needed)
         paths = [ctx.generated] if history else None  # per slot: the generated steps up to and including it
-        drawn: list[torch.Tensor] | None = [] if not policy.sampling.greedy else None  # q of each depth's nodes with children
+        # q of each depth's nodes with children (the residual rule's; greedy and invariant need none)
+        drawn: list[torch.Tensor] | None = [] if not policy.sampling.greedy and ctx.noise is None else None
         drawn_slots: list[int] = []  # their slots
         f, level, steps = ctx.features[None], [0], ctx.history[-1:]  # the current depth's nodes: f [n, D], steps [n, G]
         for d, group in enumerate(shape.counts):  # children of each node of ``level``
@@ -152,7 +153,9 @@ class FeatureDrafter:
             f, warped = self._expand(ctx, f, steps, d, [states[t] for t in level],
                                      None if paths is None else [paths[t] for t in level])
             b = max(group)
-            if drawn is None:
+            if ctx.noise is not None:  # Gumbel top-b: the first child is the coupled draw
+                picks = ctx.noise.perturb(warped[:, None], [ctx.position(d)] * len(level))[:, 0].topk(b, -1).indices
+            elif drawn is None:
                 picks = warped.topk(b, -1).indices  # [n, b]
             else:
                 drawn.append(policy.probs(warped))
