@@ -40,7 +40,7 @@ G711 = {"mulaw": "lin2ulaw", "alaw": "lin2alaw"}
 def to_encoding(pcm: torch.Tensor, encoding: str) -> bytes:
     """Float PCM in [-1, 1] to the bytes of a sample-wise encoding: little-endian ``f32le``,
     ``pcm_s16le`` (clipped), or G.711 ``mulaw``/``alaw`` of those 16-bit samples. (Opus keeps
-    state across chunks: :class:`voicespec.serve.encoders.OpusEncoder`.)"""
+    state across chunks: :class:`voicespec.serve.encoders.ContainerEncoder`.)"""
     if encoding == "f32le":
         return np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32, copy=False)).astype("<f4").tobytes()
     if encoding == "pcm_s16le":

@@ -1,24 +1,26 @@
 """The bytes a context's audio goes out as: one encoder per context, fed its PCM chunk by chunk.
 
 Sample-wise encodings (PCM, G.711) keep no state: every chunk is whole samples. Opus does: it
-codes 20 ms frames with look-ahead, so an :class:`OpusEncoder` holds back what does not yet fill a
+codes 20 ms frames with look-ahead, so a :class:`ContainerEncoder` holds back what does not yet fill a
 frame and hands out Ogg pages as they complete (one page per 20 ms, so the stream stays live);
 ``finish`` flushes the tail and closes the Ogg stream. Concatenated, a context's payloads are one
-valid ``.opus`` file. PyAV (FFmpeg's libopus) does the coding: the ``serve`` extra.
+valid ``.opus`` file. MP3, AAC (ADTS) and FLAC stream the same way. PyAV (FFmpeg) does the
+coding: the ``serve`` extra.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import torch
 
-from voicespec.audio import to_encoding
+from voicespec.audio import to_encoding, to_int16
 
-OPUS_PAGE_US = 20_000  # an Ogg page per Opus frame: latency over a few bytes of page headers
-OPUS_BITRATE = 32_000  # speech at 24 kbit/s and up is transparent enough for a voice agent
+OPUS_PAGE_US = 20_000
+OPUS_BITRATE = 32_000
 
 
 class Encoder(Protocol):
@@ -55,26 +57,57 @@ class _Sink:
         return data
 
 
-class OpusEncoder:
-    """Mono float PCM at ``sample_rate`` (an Opus rate) to an Ogg Opus byte stream."""
+@dataclass(frozen=True)
+class Container:
+    """A compressed format as PyAV (FFmpeg) writes it to a stream: muxer, codec and settings."""
 
-    def __init__(self, sample_rate: int, bitrate: int = OPUS_BITRATE) -> None:
-        check_available("opus")
+    muxer: str
+    codec: str
+    bitrate: int | None = None
+    muxer_options: tuple[tuple[str, str], ...] = ()
+    codec_options: tuple[tuple[str, str], ...] = ()
+    lossless: bool = False  # fed our own 16-bit samples (to_int16), so it decodes to what a WAV holds
+
+
+# Opus: an Ogg page per Opus frame (latency over a few bytes of page headers); speech at 24 kbit/s
+# and up is transparent enough for a voice agent. The others are the OpenAI endpoint's formats.
+CONTAINERS = {
+    "opus": Container("ogg", "libopus", OPUS_BITRATE, (("page_duration", str(OPUS_PAGE_US)),),
+                      (("application", "voip"), ("frame_duration", "20"))),
+    "mp3": Container("mp3", "libmp3lame", 64_000),
+    "aac": Container("adts", "aac", 64_000),
+    "flac": Container("flac", "flac", lossless=True),
+}
+
+
+class ContainerEncoder:
+    """Mono float PCM at ``sample_rate`` to a live byte stream of ``format`` (a key of
+    :data:`CONTAINERS`): frames are coded as they fill, and the bytes handed out as the muxer
+    writes them (never seeking: a FLAC stream leaves its total length unset)."""
+
+    def __init__(self, format: str, sample_rate: int) -> None:
+        check_available(format)
         import av
 
+        spec = CONTAINERS[format]
         self._av = av
         self._sink = _Sink()
-        self._out = av.open(self._sink, "w", format="ogg", options={"page_duration": str(OPUS_PAGE_US)})
-        self._stream = self._out.add_stream("libopus", rate=sample_rate, layout="mono")
-        self._stream.bit_rate = bitrate
-        self._stream.options = {"application": "voip", "frame_duration": "20"}
+        self._out = av.open(self._sink, "w", format=spec.muxer, options=dict(spec.muxer_options))
+        self._stream = self._out.add_stream(spec.codec, rate=sample_rate, layout="mono")
+        if spec.bitrate:
+            self._stream.bit_rate = spec.bitrate
+        self._stream.options = dict(spec.codec_options)
         self._rate = sample_rate
+        self._lossless = spec.lossless
         self._pts = 0
 
     def encode(self, pcm: torch.Tensor) -> bytes:
-        x = np.clip(np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32)), -1.0, 1.0)
+        if self._lossless:
+            x, fmt = to_int16(pcm), "s16"
+        else:
+            x, fmt = np.clip(np.nan_to_num(pcm.detach().cpu().numpy().astype(np.float32)), -1.0, 1.0), "flt"
         if x.size:
-            frame = self._av.AudioFrame.from_ndarray(x[None, :], format="flt", layout="mono")
+            frame = self._av.AudioFrame.from_ndarray(x[None, :], format=fmt, layout="mono")
             frame.sample_rate, frame.pts = self._rate, self._pts
             self._pts += x.size
             for packet in self._stream.encode(frame):
@@ -84,15 +117,15 @@ class OpusEncoder:
     def finish(self) -> bytes:
         for packet in self._stream.encode(None):
             self._out.mux(packet)
-        self._out.close()  # writes the last page (end of stream)
+        self._out.close()  # writes the container's tail (Ogg's last page)
         return self._sink.take()
 
 
 def check_available(encoding: str) -> None:
     """ImportError (what to install) if ``encoding`` needs a library this install lacks."""
-    if encoding == "opus" and importlib.util.find_spec("av") is None:
-        raise ImportError("opus output needs PyAV: pip install 'voicespec[serve]'")
+    if encoding in CONTAINERS and importlib.util.find_spec("av") is None:
+        raise ImportError(f"{encoding} output needs PyAV: pip install 'voicespec[serve]'")
 
 
 def make_encoder(encoding: str, sample_rate: int) -> Encoder:
-    return OpusEncoder(sample_rate) if encoding == "opus" else SampleEncoder(encoding)
+    return ContainerEncoder(encoding, sample_rate) if encoding in CONTAINERS else SampleEncoder(encoding)
