@@ -104,11 +104,11 @@ def test_start_takes_every_sampling_option_and_checks_its_type():
     from voicespec.options import SAMPLING_OPTIONS
 
     for opt in SAMPLING_OPTIONS:
-        value = 3 if opt.type is int else 0.5
+        value = opt.choices[-1] if opt.choices else 3 if opt.type is int else 0.5
         msg = P.parse_client_message(json.dumps({"type": "start", opt.name: value}))
         assert msg.sampling_overrides() == {opt.name: value}
         with pytest.raises(P.ProtocolError, match=opt.name):
-            P.parse_client_message(json.dumps({"type": "start", opt.name: "high"}))
+            P.parse_client_message(json.dumps({"type": "start", opt.name: 1.5 if opt.type is str else "high"}))
     with pytest.raises(P.ProtocolError):
         P.parse_client_message(json.dumps({"type": "start", "top_k": 2.5}))
 

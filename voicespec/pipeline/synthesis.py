@@ -122,8 +122,7 @@ class SynthesisStream:
         self.options = options
         # raises TextError before any work
         self.sentences = voice.frontend.sentences(text) if sentences is None else sentences
-        if options.speed != 1.0 and voice.duration is None:
-            raise ValueError(f"voice {voice.name!r} has no duration predictor: it cannot change its speed")
+        voice.check(options)
         self.drafter_name = options.drafter or voice.config.default_drafter
         self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode,
                                    voice.controller_memory(self.drafter_name))

@@ -146,6 +146,18 @@ class Voice:
                                                      resolve=self.drafter)
         return self._drafters[name]
 
+    def check(self, options: Any) -> None:
+        """ValueError if this voice cannot do what ``options`` (:class:`SynthesisOptions`) ask: a
+        speed or timestamps without a duration predictor, a tree from a drafter that drafts none.
+        The one place these rules live: ``say``, the server and every door call it."""
+        if self.duration is None and (options.speed != 1.0 or options.timestamps):
+            raise ValueError(f"voice {self.name!r} has no duration predictor: it cannot change its speed or "
+                             "send timestamps")
+        drafter = options.drafter or self.config.default_drafter
+        if options.decode.tree is not None and not getattr(self.drafter(drafter), "drafts_trees", False):
+            raise ValueError(f"voice {self.name!r} drafts with {drafter!r}, which drafts no trees (the feature "
+                             "drafter does)")
+
     def controller_memory(self, name: str) -> ControllerMemory:
         """What γ's adaptive controller has learnt for drafter ``name`` on this voice, kept across
         requests (acceptance and costs are properties of the drafter and the machine, not of a request)."""

@@ -22,19 +22,18 @@ import torch
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from voicespec.engine.controller import ControllerConfig
-from voicespec.engine.config import DecodeConfig
 from voicespec.frontend.incremental import complete_prefix
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
 from voicespec.frontend.timestamps import Timestamps
-from voicespec.options import SAMPLING_OPTIONS, encoding_rate
+from voicespec.options import SAMPLING_OPTIONS
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.encoders import Encoder, check_available, make_encoder
+from voicespec.serve.encoders import Encoder, make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
+from voicespec.serve.requests import Asked, UnknownDrafter, request_options
 from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
 from voicespec.serve.voices import VoiceLoadError, VoiceSet
 
@@ -83,6 +82,7 @@ class Session:
         self.metrics = metrics
         self.worker = worker
         self.started: P.Start | None = None
+        self.asked: Asked | None = None  # what `start` asked for: a context's first text may override some
         self.options: SynthesisOptions | None = None
         self.pacing_lead_s = self.cfg.pacing_lead_s
         self.contexts: dict[str, _Context] = {}
@@ -338,70 +338,45 @@ class Session:
     def _start(self, msg: P.Start) -> None:
         if self.started is not None:
             raise P.ProtocolError(P.ALREADY_STARTED, "this connection has already started; open another for other settings")
-        cfg = self.cfg
         voice = self._voice(msg.voice)
-        server_default = cfg.drafter if cfg.drafter in voice.drafter_names else None  # checked on the default voice
-        drafter = msg.drafter or server_default or voice.config.default_drafter
-        if drafter not in voice.drafter_names:
-            raise P.ProtocolError(P.UNKNOWN_DRAFTER, f"unknown drafter {drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
+        asked = Asked(drafter=msg.drafter, gamma=msg.gamma, tree=msg.tree, seed=msg.seed,
+                      latency_budget_ms=msg.latency_budget_ms, sampling=msg.sampling_overrides(), speed=msg.speed,
+                      encoding=msg.encoding, sample_rate=msg.sample_rate,
+                      timestamps=msg.word_timestamps or msg.phoneme_timestamps)
         try:
-            sampling = replace(voice.sampling, **msg.sampling_overrides())
-            gamma = msg.gamma if msg.gamma is not None else ("auto" if msg.latency_budget_ms else cfg.gamma)
-            if gamma != "auto" and gamma > cfg.max_gamma:
-                raise ValueError(f"gamma must be at most {cfg.max_gamma} on this server, got {gamma}")
-            cap = None if msg.latency_budget_ms is None else msg.latency_budget_ms / 1000
-            if msg.tree is not None and not getattr(voice.drafter(drafter), "drafts_trees", False):
-                raise ValueError(f"drafter {drafter!r} does not draft trees (the feature drafter does)")
-            decode = DecodeConfig(sampling, gamma=gamma, max_steps=cfg.max_steps, seed=msg.seed, tree=msg.tree,
-                                  controller=ControllerConfig(time_cap_s=cap))
-            rate = encoding_rate(msg.encoding, msg.sample_rate, voice.codec.sample_rate)
-            try:
-                check_available(msg.encoding)
-            except ImportError as e:
-                raise ValueError(str(e)) from None
-            options = SynthesisOptions(decode, drafter=drafter, sample_rate=rate, speed=msg.speed or 1.0,
-                                       timestamps=msg.word_timestamps or msg.phoneme_timestamps)
-            self._check_voice(voice, options)
+            options = request_options(voice, self.cfg, asked)
+        except UnknownDrafter as e:
+            raise P.ProtocolError(P.UNKNOWN_DRAFTER, str(e)) from None
         except ValueError as e:
             raise P.ProtocolError(P.BAD_OPTION, str(e)) from None
-        self.started, self.options, self.voice = msg, options, voice
+        self.started, self.asked, self.options, self.voice = msg, asked, options, voice
         if msg.pacing_lead_ms is not None:
             self.pacing_lead_s = msg.pacing_lead_ms / 1000
+        decode = options.decode
         self.put(_Out("msg", None, P.message(
             "ready", protocol=P.VERSION, protocol_version=P.PROTOCOL_VERSION, voice=voice.name,
             sample_rate=options.sample_rate, channels=1, encoding=msg.encoding, audio_transport=msg.audio_transport,
-            drafter=drafter, gamma=gamma, latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
+            drafter=options.drafter, gamma=decode.gamma, latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
             pacing_lead_ms=None if self.pacing_lead_s is None else self.pacing_lead_s * 1000,
-            sampling={o.name: getattr(sampling, o.name) for o in SAMPLING_OPTIONS}, speed=options.speed,
+            sampling={o.name: getattr(decode.sampling, o.name) for o in SAMPLING_OPTIONS}, speed=options.speed,
             word_timestamps=msg.word_timestamps, phoneme_timestamps=msg.phoneme_timestamps, strict=msg.strict,
-            ignored_fields=list(msg.ignored), max_text_chars=cfg.max_text_chars, drafters=voice.drafter_names,
+            ignored_fields=list(msg.ignored), max_text_chars=self.cfg.max_text_chars, drafters=voice.drafter_names,
             voices=self.voices.names)))
 
-    @staticmethod
-    def _check_voice(voice: Voice, options: SynthesisOptions) -> None:
-        """What a voice without a duration predictor cannot do: change its speed, time its words."""
-        if voice.duration is None and (options.speed != 1.0 or options.timestamps):
-            raise ValueError(f"voice {voice.name!r} has no duration predictor: it cannot change its speed or "
-                             "send timestamps")
-
     def _context_options(self, ctx: _Context, msg: P.Text) -> None:
-        """A new context's voice and options: the session's, with its first text's own on top."""
+        """A new context's voice and options: the session's, with its first text's own on top (a
+        drafter the other voice lacks gives way to that voice's default)."""
         o = dict(msg.options)
         voice = self._voice(o.pop("voice"), ctx.id) if "voice" in o else self.voice
-        base = self.options
-        drafter = base.drafter if base.drafter in voice.drafter_names else voice.config.default_drafter
+        own = {k: o.pop(k) for k in list(o) if k not in ("speed", "seed")}
+        asked = self.asked.merged(sampling=own, **o)
+        if asked.drafter not in voice.drafter_names:
+            asked = replace(asked, drafter=None)
         try:
-            own = {k: o.pop(k) for k in list(o) if k not in ("speed", "seed")}
-            sampling = replace(voice.sampling, **{**self.started.sampling_overrides(), **own})
-            decode = replace(base.decode, sampling=sampling, seed=o.get("seed", base.decode.seed))
-            options = replace(base, decode=decode, drafter=drafter, speed=o.get("speed", base.speed))
-            self._check_voice(voice, options)
-            if decode.tree is not None and not getattr(voice.drafter(drafter), "drafts_trees", False):
-                raise ValueError(f"voice {voice.name!r} drafts with {drafter!r}, which drafts no trees; this "
-                                 "session's start asked for a tree")
+            ctx.options = request_options(voice, self.cfg, asked)
         except ValueError as e:
             raise P.ProtocolError(P.BAD_OPTION, str(e), ctx.id, context_ended=True) from None
-        ctx.voice, ctx.options = voice, options
+        ctx.voice = voice
 
     def _context(self, cid: str, create: bool) -> _Context | None:
         ctx = self.contexts.get(cid)
