@@ -19,7 +19,7 @@ from voicespec.cli import args as A
 from voicespec.cli.args import CliError, Parser
 from voicespec.cli import evaluate as E
 from voicespec.cli import train as T
-from voicespec.serve.config import ServerConfig
+from voicespec.serve.config import OPENAI_PORT, ServerConfig
 from voicespec.serve.protocol import DEFAULT_URL, PROTOCOL_VERSION
 
 
@@ -110,6 +110,9 @@ def build_parser() -> Parser:
                                      "browser player at /")
     p.add_argument("--host", default=S.host, help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=A.port_arg, default=S.port, help="0 picks a free port")
+    p.add_argument("--openai-port", type=A.door_port_arg, default=OPENAI_PORT,
+                   help=f"the OpenAI-compatible HTTP door (POST /v1/audio/speech) on this port (default {OPENAI_PORT}; "
+                        "0 picks a free port; off: none)")
     p.add_argument("--model", "--voice", dest="model", help="the default voice: a folder or an installed voice name (default: voicespec-tiny)")
     p.add_argument("--voices", type=lambda v: tuple(x for x in v.split(",") if x),
                    help="comma-separated voices clients may name besides the default, loaded on first use "

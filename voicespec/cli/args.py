@@ -98,6 +98,14 @@ def _port(value: str) -> int:
 port_arg = _typed(_port, "port")
 
 
+def _door_port(text: str) -> int | None:
+    """A door's port, or ``off``."""
+    return None if text == "off" else _port(text)
+
+
+door_port_arg = _typed(_door_port, "port")
+
+
 def _speed(value: str) -> float:
     try:
         speed = float(value)

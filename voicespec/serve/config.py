@@ -10,6 +10,8 @@ from voicespec.options import check_device, check_dtype
 from voicespec.threads import DEFAULT_THREADS, check_threads
 from voicespec.serve.protocol import DEFAULT_PORT
 
+OPENAI_PORT = 8766  # `voicespec serve`'s OpenAI-compatible door, beside the WebSocket port (8765)
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -45,6 +47,7 @@ class ServerConfig:
     device: str = "auto"  # where a voice the server loads runs (options.DEVICE_HELP)
     dtype: str = "float32"  # its LM's weights and KV cache (options.DTYPES)
     threads: int = DEFAULT_THREADS  # torch intra-op threads of the process the server runs in (voicespec.threads)
+    openai_port: int | None = None  # the OpenAI-compatible HTTP door (openai_http.py) on this port; 0: any free one
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
@@ -67,3 +70,5 @@ class ServerConfig:
         check_device(self.device)
         check_dtype(self.dtype)
         check_threads(self.threads)
+        if self.openai_port is not None and not 0 <= self.openai_port <= 65535:
+            raise ValueError(f"openai_port must be in [0, 65535] (or None: off), got {self.openai_port}")

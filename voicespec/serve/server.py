@@ -68,6 +68,9 @@ class TTSServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None
         self.http = HttpFront(config, self.metrics, self.voices, self.sessions)
+        self.openai: Any = None  # the OpenAI door (openai_http.OpenAIFront), when config.openai_port is set
+        self.openai_port: int | None = None
+        self._openai_runner: Any = None
 
     def _prepare(self, voice: Voice) -> None:
         """Ready a voice for serving: its draft models loaded now, not on the decode thread
@@ -88,8 +91,28 @@ class TTSServer:
             logger=log,
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        if cfg.openai_port is not None:
+            await self._start_openai(cfg)
+
+    async def _start_openai(self, cfg: ServerConfig) -> None:
+        from aiohttp import web
+
+        from voicespec.serve.openai_http import OpenAIFront
+
+        self.openai = OpenAIFront(cfg, self.voices, self.metrics, self.worker, self.admits)
+        self._openai_runner = web.AppRunner(self.openai.app(), access_log=None, handle_signals=False)
+        await self._openai_runner.setup()
+        site = web.TCPSite(self._openai_runner, cfg.host, cfg.openai_port)
+        await site.start()
+        self.openai_port = self._openai_runner.addresses[0][1]
+
+    def admits(self) -> bool:
+        """One more session or request fits ``max_sessions`` (every door counts)."""
+        return len(self.sessions) + (len(self.openai.active) if self.openai else 0) < self.config.max_sessions
 
     async def stop(self) -> None:
+        if self._openai_runner is not None:
+            await self._openai_runner.cleanup()
         if self._server is not None:
             self._server.close()  # closes open connections with 1001 (going away)
             await self._server.wait_closed()
@@ -111,7 +134,7 @@ class TTSServer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
-        if len(self.sessions) >= cfg.max_sessions:
+        if not self.admits():
             self.metrics.error(P.AT_CAPACITY)
             await ws.send(P.error_message(P.AT_CAPACITY, f"the server is at capacity ({cfg.max_sessions} sessions); "
                                           "try again later", fatal=True))

@@ -30,6 +30,7 @@ from voicespec.options import SAMPLING_OPTIONS
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
+from voicespec.serve.done import done_stats
 from voicespec.serve.encoders import Encoder, make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
@@ -182,43 +183,7 @@ class Session:
             ctx.t_first_audio = time.perf_counter()
 
     def _done(self, ctx: _Context) -> str:
-        job = ctx.job
-        st = job.stream.stats
-        d = st.decode
-        rate = st.sample_rate
-        audio_s = ctx.samples_sent / rate
-        ttfa = None if ctx.t_first_audio is None else ctx.t_first_audio - ctx.t_ready
-        gammas = d.gammas
-        counts: dict[str, int] = {}
-        for g in gammas:
-            counts[str(g)] = counts.get(str(g), 0) + 1
-        decode = job.stream.options.decode
-        cap = decode.controller.time_cap_s
-        stats = {
-            "ttfa_ms": None if ttfa is None else round(ttfa * 1000, 2),
-            "audio_s": round(audio_s, 4),
-            "samples": ctx.samples_sent,
-            "compute_s": round(job.busy_s, 4),
-            "rtf": round(job.busy_s / audio_s, 4) if audio_s else None,
-            "wall_s": round(time.perf_counter() - ctx.t_ready, 4),
-            "sentences": st.sentences,
-            "frames": st.frames,
-            "steps": d.generated_steps,
-            "target_passes": d.target_passes,
-            "drafted": d.drafted,
-            "accepted": d.accepted,
-            "acceptance": round(d.acceptance_rate, 4),
-            "acceptance_rule": decode.sampling.acceptance,  # "exact", or "lossy-top-N" when the client opted in
-            "mean_accepted_length": round(d.mean_accepted_length, 4),
-            "drafter": job.stream.options.drafter,
-            "gamma": decode.gamma,
-            "gamma_mean": round(sum(gammas) / len(gammas), 3) if gammas else 0.0,
-            "gamma_counts": counts,  # a tree pass counts under its depth
-            "tree_passes": d.tree_passes,
-            "latency_budget_ms": None if cap is None else round(cap * 1000, 3),
-            "finish_reason": d.finish_reason,
-        }
-        self.metrics.record_done(ttfa, stats, d)
+        stats = done_stats(ctx.job, ctx.samples_sent, ctx.t_ready, ctx.t_first_audio, self.metrics)
         return P.message("done", context_id=ctx.id, stats=stats)
 
     # -- from the decode worker (called on the event loop)
