@@ -12,10 +12,11 @@ from voicespec.pipeline.frame_cache import FrameCache, frame_key
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 
 GREEDY = SamplingConfig(temperature=0)
-SAMPLED = SamplingConfig(temperature=0.9, top_k=8)
+SAMPLED = SamplingConfig(temperature=0.9, top_k=8, coupling="residual")
+INVARIANT = replace(SAMPLED, coupling="invariant")
 
 
-def test_greedy_frames_do_not_depend_on_drafting_but_sampled_ones_do():
+def test_greedy_and_invariant_frames_do_not_depend_on_drafting_but_residual_ones_do():
     t = object()
     g = DecodeConfig(GREEDY, gamma=4, seed=1)
     assert frame_key(t, [1, 2], g, "ngram") == frame_key(t, [1, 2], replace(g, gamma="auto", seed=9), "none")
@@ -28,6 +29,10 @@ def test_greedy_frames_do_not_depend_on_drafting_but_sampled_ones_do():
     assert frame_key(t, [1], s, "none") == frame_key(t, [1], replace(s, gamma=0), "ngram")  # both plain
     assert frame_key(t, [1], replace(s, gamma="auto"), "ngram") is None  # timing decides the draws
     assert frame_key(t, [1], replace(s, seed=None), "ngram") is None
+    i = DecodeConfig(INVARIANT, gamma=3, seed=1)  # the seed's tokens, whoever drafts them and however long
+    assert frame_key(t, [1], i, "ngram") == frame_key(t, [1], replace(i, gamma="auto"), "none") is not None
+    assert frame_key(t, [1], i, "ngram") != frame_key(t, [1], replace(i, seed=2), "ngram")
+    assert frame_key(t, [1], replace(i, seed=None), "ngram") is None
 
 
 def test_least_recently_used_sentences_leave_first_and_bytes_stay_bounded():

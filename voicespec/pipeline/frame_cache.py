@@ -22,13 +22,17 @@ from voicespec.engine.config import DecodeConfig
 
 
 def frame_key(target: object, ids: list[int], config: DecodeConfig, drafter: str, speed: float = 1.0) -> tuple | None:
-    """What determines a sentence's frames, or None when nothing fixed does (adaptive γ or no
-    seed while sampling). ``config`` is the sentence's own (its seed and step cap); ``target`` the
+    """What determines a sentence's frames, or None when nothing fixed does (no seed while
+    sampling; adaptive γ under the residual coupling, whose tokens depend on the drafts). ``config`` is the sentence's own (its seed and step cap); ``target`` the
     LM object decoding it (a voice whose target is swapped must not replay the old one's frames);
     ``speed`` changes the durations, so the prompt."""
     if config.sampling.greedy:
         return ("greedy", id(target), tuple(ids), speed, config.sampling, config.max_steps)
-    if config.seed is None or config.gamma == "auto":
+    if config.seed is None:
+        return None
+    if config.sampling.coupling == "invariant" and not config.sampling.lossy_top_k:  # the seed's tokens, however drafted
+        return ("sampled", id(target), tuple(ids), speed, config.sampling, config.max_steps, config.seed)
+    if config.gamma == "auto":
         return None
     gamma = 0 if drafter == "none" else config.gamma
     return ("sampled", id(target), tuple(ids), speed, config.sampling, config.max_steps, config.seed,
