@@ -19,7 +19,7 @@ from voicespec.cli import args as A
 from voicespec.cli.args import CliError, Parser
 from voicespec.cli import evaluate as E
 from voicespec.cli import train as T
-from voicespec.serve.config import OPENAI_PORT, ServerConfig
+from voicespec.serve.config import OPENAI_PORT, WYOMING_PORT, ServerConfig
 from voicespec.serve.protocol import DEFAULT_URL, PROTOCOL_VERSION
 
 
@@ -113,6 +113,8 @@ def build_parser() -> Parser:
     p.add_argument("--openai-port", type=A.door_port_arg, default=OPENAI_PORT,
                    help=f"the OpenAI-compatible HTTP door (POST /v1/audio/speech) on this port (default {OPENAI_PORT}; "
                         "0 picks a free port; off: none)")
+    p.add_argument("--wyoming-port", type=A.door_port_arg, default=None,
+                   help=f"the Wyoming door (Home Assistant) on this port, usually {WYOMING_PORT} (default: off)")
     p.add_argument("--model", "--voice", dest="model", help="the default voice: a folder or an installed voice name (default: voicespec-tiny)")
     p.add_argument("--voices", type=lambda v: tuple(x for x in v.split(",") if x),
                    help="comma-separated voices clients may name besides the default, loaded on first use "
@@ -121,6 +123,8 @@ def build_parser() -> Parser:
     A.add_threads_arg(p)
     p.add_argument("--drafter", help="default drafter: none, ngram or a draft model of the voice (default: the voice's)")
     p.add_argument("--gamma", type=A.gamma_arg, default=S.gamma, help="default draft length, or 'auto'")
+    p.add_argument("--seed", type=int, help="seed of requests that name none: the same text, the same audio "
+                   "(default: fresh randomness for each)")
     p.add_argument("--max-sessions", type=A.positive(int, "max sessions"), default=S.max_sessions,
                    help="sessions served at once; more are refused")
     p.add_argument("--api-key", help="require this key (Authorization: Bearer KEY or ?api_key=KEY)")

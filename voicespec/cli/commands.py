@@ -291,10 +291,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_messages_per_s=args.max_messages_per_s, max_text_chars_per_s=args.max_text_chars_per_s,
         max_sessions_per_address=args.max_sessions_per_address, stalled_send_timeout_s=args.stalled_send_timeout,
         max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, max_tick_contexts=args.max_tick_contexts, device=args.device, dtype=args.dtype, threads=args.threads, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
-        openai_port=args.openai_port,
+        openai_port=args.openai_port, wyoming_port=args.wyoming_port, seed=args.seed,
     )
     if config.openai_port is not None and importlib.util.find_spec("aiohttp") is None:
         raise CliError("the OpenAI door needs aiohttp: pip install 'voicespec[serve]' (or --openai-port off)")
+    if config.wyoming_port is not None and importlib.util.find_spec("wyoming") is None:
+        raise CliError("the Wyoming door needs the wyoming package: pip install 'voicespec[serve]'")
 
     if args.ray is not None:
         from voicespec.cluster.serve import RayServeConfig, run
@@ -309,6 +311,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def ready(server) -> None:
         url = f"{config.host}:{server.port}"
         door = "" if server.openai_port is None else f"  OpenAI http://{config.host}:{server.openai_port}/v1"
+        door += "" if server.wyoming_port is None else f"  Wyoming tcp://{config.host}:{server.wyoming_port}"
         print(f"serving voice {server.voice.name!r}: player http://{url}/  WebSocket ws://{url}{WS_PATH}  "
               f"metrics http://{url}/metrics{door}", flush=True)
 

@@ -11,6 +11,7 @@ from voicespec.threads import DEFAULT_THREADS, check_threads
 from voicespec.serve.protocol import DEFAULT_PORT
 
 OPENAI_PORT = 8766  # `voicespec serve`'s OpenAI-compatible door, beside the WebSocket port (8765)
+WYOMING_PORT = 10200  # Wyoming's usual TTS port (wyoming-piper's)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ServerConfig:
     gamma: int | str = "auto"  # default draft length
     max_gamma: int = 16  # the longest fixed draft a session may ask for
     max_steps: int = 2000  # per sentence (the voice's own runaway guard also applies)
+    seed: int | None = None  # of requests that name none (None: fresh randomness for each; Wyoming names none)
     max_sessions: int = 16
     max_contexts_per_session: int = 8
     api_key: str | None = None
@@ -48,6 +50,7 @@ class ServerConfig:
     dtype: str = "float32"  # its LM's weights and KV cache (options.DTYPES)
     threads: int = DEFAULT_THREADS  # torch intra-op threads of the process the server runs in (voicespec.threads)
     openai_port: int | None = None  # the OpenAI-compatible HTTP door (openai_http.py) on this port; 0: any free one
+    wyoming_port: int | None = None  # the Wyoming door (wyoming_door.py, Home Assistant) on this port; 0: any free one
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_contexts_per_session", "max_message_bytes", "max_text_chars",
@@ -66,9 +69,11 @@ class ServerConfig:
             raise ValueError(f"max_sessions_per_address must be >= 1, got {self.max_sessions_per_address}")
         if self.pacing_lead_s is not None and self.pacing_lead_s <= 0:
             raise ValueError("pacing_lead_s must be > 0 (or None for no pacing)")
-        DecodeConfig(gamma=self.gamma)  # validates gamma
+        DecodeConfig(gamma=self.gamma, seed=self.seed)  # validates gamma and the seed
         check_device(self.device)
         check_dtype(self.dtype)
         check_threads(self.threads)
-        if self.openai_port is not None and not 0 <= self.openai_port <= 65535:
-            raise ValueError(f"openai_port must be in [0, 65535] (or None: off), got {self.openai_port}")
+        for name in ("openai_port", "wyoming_port"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"{name} must be in [0, 65535] (or None: off), got {port}")

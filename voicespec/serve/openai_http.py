@@ -212,6 +212,7 @@ class OpenAIFront:
                            code="at_capacity", kind="rate_limit_error")
         utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks)
         self.active.add(utterance)
+        utterance.on_finished = self.active.discard
         try:
             try:
                 await utterance.add(req.input)
@@ -220,7 +221,6 @@ class OpenAIFront:
                 raise ApiError(400, str(e), "input") from None
             return await self._respond(request, req, utterance, options.sample_rate)
         finally:
-            self.active.discard(utterance)
             utterance.cancel("disconnected")  # a no-op once it has finished
 
     async def _voice(self, name: str | None):

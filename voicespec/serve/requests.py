@@ -64,7 +64,8 @@ def request_options(voice: Voice, config: ServerConfig, asked: Asked) -> Synthes
     if gamma != "auto" and gamma > config.max_gamma:
         raise ValueError(f"gamma must be at most {config.max_gamma} on this server, got {gamma}")
     cap = None if asked.latency_budget_ms is None else asked.latency_budget_ms / 1000
-    decode = DecodeConfig(sampling, gamma=gamma, max_steps=config.max_steps, seed=asked.seed, tree=asked.tree,
+    seed = config.seed if asked.seed is None else asked.seed
+    decode = DecodeConfig(sampling, gamma=gamma, max_steps=config.max_steps, seed=seed, tree=asked.tree,
                           controller=ControllerConfig(time_cap_s=cap))
     rate = encoding_rate(asked.encoding, asked.sample_rate, voice.codec.sample_rate)
     try:

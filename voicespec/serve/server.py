@@ -71,6 +71,9 @@ class TTSServer:
         self.openai: Any = None  # the OpenAI door (openai_http.OpenAIFront), when config.openai_port is set
         self.openai_port: int | None = None
         self._openai_runner: Any = None
+        self.wyoming: Any = None  # the Wyoming door (wyoming_door.WyomingDoor), when config.wyoming_port is set
+        self.wyoming_port: int | None = None
+        self._wyoming_server: asyncio.Server | None = None
 
     def _prepare(self, voice: Voice) -> None:
         """Ready a voice for serving: its draft models loaded now, not on the decode thread
@@ -93,6 +96,8 @@ class TTSServer:
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.openai_port is not None:
             await self._start_openai(cfg)
+        if cfg.wyoming_port is not None:
+            await self._start_wyoming(cfg)
 
     async def _start_openai(self, cfg: ServerConfig) -> None:
         from aiohttp import web
@@ -106,11 +111,22 @@ class TTSServer:
         await site.start()
         self.openai_port = self._openai_runner.addresses[0][1]
 
+    async def _start_wyoming(self, cfg: ServerConfig) -> None:
+        from voicespec.serve.wyoming_door import WyomingDoor
+
+        self.wyoming = WyomingDoor(cfg, self.voices, self.metrics, self.worker, self.admits)
+        self._wyoming_server = await asyncio.start_server(lambda r, w: self.wyoming.handler(r, w).run(),
+                                                          cfg.host, cfg.wyoming_port)
+        self.wyoming_port = self._wyoming_server.sockets[0].getsockname()[1]
+
     def admits(self) -> bool:
         """One more session or request fits ``max_sessions`` (every door counts)."""
-        return len(self.sessions) + (len(self.openai.active) if self.openai else 0) < self.config.max_sessions
+        busy = len(self.sessions) + sum(len(door.active) for door in (self.openai, self.wyoming) if door is not None)
+        return busy < self.config.max_sessions
 
     async def stop(self) -> None:
+        if self._wyoming_server is not None:
+            self._wyoming_server.close()
         if self._openai_runner is not None:
             await self._openai_runner.cleanup()
         if self._server is not None:

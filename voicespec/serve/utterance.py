@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from voicespec.frontend.incremental import complete_prefix
@@ -53,6 +53,7 @@ class Utterance:
         self.t_first_audio: float | None = None
         self.samples = 0
         self.stats: dict[str, Any] | None = None
+        self.on_finished: Callable[[Utterance], None] | None = None  # told once, when it is done with
         metrics.contexts_started.inc()
         metrics.active_contexts.inc()
 
@@ -147,3 +148,5 @@ class Utterance:
         self.metrics.active_contexts.dec()
         if reason is not None:
             self.metrics.finished(reason)
+        if self.on_finished is not None:
+            self.on_finished(self)

@@ -1,0 +1,147 @@
+"""The Wyoming door (Home Assistant's protocol, the ``wyoming`` package): ``describe`` → ``info``
+with the voices; ``synthesize`` → ``audio-start`` / ``audio-chunk`` … / ``audio-stop``; and
+streaming (``synthesize-start``, ``synthesize-chunk`` …, ``synthesize-stop`` → the audio, then
+``synthesize-stopped``), whose first sentence is spoken while the rest is still being written.
+
+A TCP server of its own port in the server's process and event loop: the same voices, decode
+worker, limits and metrics as the other doors. Each request is one
+:class:`~voicespec.serve.utterance.Utterance`; audio is 16-bit mono PCM at the voice's rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.server import AsyncEventHandler
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+
+from voicespec import __version__
+from voicespec.audio import to_int16
+from voicespec.frontend.text import TextError
+from voicespec.pipeline.voice import Voice
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.metrics import ServerMetrics
+from voicespec.serve.requests import Asked, request_options
+from voicespec.serve.scheduler import DecodeWorker
+from voicespec.serve.utterance import SynthesisFailed, Utterance
+from voicespec.serve.voices import VoiceLoadError, VoiceSet
+
+log = logging.getLogger("voicespec.server")
+
+ATTRIBUTION = Attribution(name="voicespec", url="https://github.com/voicespec/voicespec")
+LANGUAGES = ["en_US"]
+
+
+class WyomingHandler(AsyncEventHandler):
+    """One Wyoming connection: any number of requests, one at a time (as Home Assistant sends them)."""
+
+    def __init__(self, door: WyomingDoor, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        super().__init__(reader, writer)
+        self.door = door
+        self.streaming: Utterance | None = None  # between synthesize-start and synthesize-stop
+        self.speaking: asyncio.Task | None = None  # the streamed request's audio, going out as it is made
+
+    async def handle_event(self, event: Event) -> bool:
+        try:
+            if Describe.is_type(event.type):
+                await self.write_event(self.door.info().event())
+            elif SynthesizeStart.is_type(event.type):
+                start = SynthesizeStart.from_event(event)
+                self.streaming = await self.door.utterance(start.voice)
+                self.speaking = asyncio.create_task(self._speak(self.streaming))
+            elif SynthesizeChunk.is_type(event.type) and self.streaming is not None:
+                await self.streaming.add(SynthesizeChunk.from_event(event).text)
+            elif SynthesizeStop.is_type(event.type) and self.streaming is not None:
+                utterance, task, self.streaming, self.speaking = self.streaming, self.speaking, None, None
+                await utterance.end()
+                await task
+                await self.write_event(SynthesizeStopped().event())
+            elif Synthesize.is_type(event.type) and self.streaming is None and self.speaking is None:
+                # (a streaming client also sends the whole text as `synthesize`, for older servers: ignored)
+                request = Synthesize.from_event(event)
+                utterance = await self.door.utterance(request.voice)
+                await utterance.add(request.text)
+                await utterance.end()
+                await self._speak(utterance)
+        except (ValueError, TextError, VoiceLoadError, SynthesisFailed) as e:
+            await self._abandon()
+            await self.write_event(Error(text=str(e), code=type(e).__name__).event())
+        return True
+
+    async def _speak(self, utterance: Utterance) -> None:
+        rate = utterance.options.sample_rate
+        started = False
+        try:
+            async for item in utterance.items():
+                pcm = getattr(item, "pcm", None)
+                if pcm is None or not pcm.numel():
+                    continue
+                if not started:
+                    await self.write_event(AudioStart(rate=rate, width=2, channels=1).event())
+                    started = True
+                await self.write_event(AudioChunk(rate=rate, width=2, channels=1, audio=to_int16(pcm).tobytes()).event())
+        finally:
+            utterance.cancel("disconnected")  # a no-op once it finished
+        if not started:
+            await self.write_event(AudioStart(rate=rate, width=2, channels=1).event())
+        await self.write_event(AudioStop().event())
+
+    async def _abandon(self) -> None:
+        if self.streaming is not None:
+            self.streaming.cancel()
+        if self.speaking is not None:
+            self.speaking.cancel()
+        self.streaming = self.speaking = None
+
+    async def disconnect(self) -> None:
+        await self._abandon()
+
+
+class WyomingDoor:
+    """``handler(reader, writer)`` for ``asyncio.start_server``; ``admit()`` as the OpenAI door's."""
+
+    def __init__(self, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics, worker: DecodeWorker,
+                 admit: Callable[[], bool]) -> None:
+        self.config = config
+        self.voices = voices
+        self.metrics = metrics
+        self.worker = worker
+        self.admit = admit
+        self.active: set[Utterance] = set()
+
+    def info(self) -> Info:
+        voices = [TtsVoice(name=name, description=f"voicespec voice {name}", attribution=ATTRIBUTION, installed=True,
+                           version=__version__, languages=LANGUAGES) for name in self.voices.names]
+        program = TtsProgram(name="voicespec", description="voicespec: speech from a codec LM with lossless speculative "
+                             "decoding", attribution=ATTRIBUTION, installed=True, version=__version__, voices=voices,
+                             supports_synthesize_streaming=True)
+        return Info(tts=[program])
+
+    async def utterance(self, wanted: SynthesizeVoice | None) -> Utterance:
+        """A new request's utterance, on the voice it names (its name, else the default voice)."""
+        voice = await self._voice(wanted.name if wanted is not None else None)
+        if not self.admit():
+            self.metrics.error("at_capacity")
+            raise ValueError(f"the server is at capacity ({self.config.max_sessions} sessions); try again later")
+        options = request_options(voice, self.config, Asked())
+        utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks)
+        self.active.add(utterance)
+        utterance.on_finished = self.active.discard
+        return utterance
+
+    async def _voice(self, name: str | None) -> Voice:
+        if name is None:
+            return self.voices.default
+        if self.voices.canonical(name) is None:
+            raise ValueError(f"unknown voice {name!r}; this server speaks {', '.join(self.voices.names)}")
+        await self.voices.ensure(name)
+        return self.voices.loaded(name)
+
+    def handler(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> WyomingHandler:
+        return WyomingHandler(self, reader, writer)
