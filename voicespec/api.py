@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from voicespec.engine.config import DecodeConfig
@@ -133,15 +133,24 @@ class LongTextSynthesizer(Synthesizer):
 class Voice(_voice.Voice):
     """``Voice.from_pretrained("voicespec-tiny" | folder)``, then ``say`` or ``stream``."""
 
-    def say(self, text: str, **options: Any) -> Audio:
-        """Synthesize ``text`` whole (any length): an :class:`~voicespec.pipeline.synthesis.Audio`
-        (samples, rate, word timestamps, stats; ``.save(path)``). Options: ``seed``, ``speed``,
+    def say(self, text: str | None = None, *, ssml: str | None = None, lexicon: Mapping[str, str] | None = None,
+            **options: Any) -> Audio:
+        """Synthesize ``text`` whole (any length), or an SSML document (``ssml``): an
+        :class:`~voicespec.pipeline.synthesis.Audio` (samples, rate, word timestamps, stats;
+        ``.save(path)``). ``lexicon``: pronunciations, word -> IPA. Options: ``seed``, ``speed``,
         ``drafter``, ``gamma``, ``tree``, ``sample_rate``, ``max_steps`` and the sampling fields
         (``temperature``, ``top_k``, ...): :func:`~voicespec.pipeline.synthesis.request_options`."""
-        return collect(self.stream(text, **options))
+        return collect(self.stream(text, ssml=ssml, lexicon=lexicon, **options))
 
-    def stream(self, text: str, **options: Any) -> SynthesisStream:
+    def stream(self, text: str | None = None, *, ssml: str | None = None, lexicon: Mapping[str, str] | None = None,
+               **options: Any) -> SynthesisStream:
         """Synthesize ``text`` (any length: the front end takes a chapter a piece at a time, as it
-        is spoken) as it is made: iterate for :class:`~voicespec.pipeline.synthesis.AudioChunk` s
+        is spoken) or ``ssml`` as it is made: iterate for :class:`~voicespec.pipeline.synthesis.AudioChunk` s
         (``.pcm``, float32 at ``stream.stats.sample_rate``); the same options as :meth:`say`."""
-        return LongTextStream(self, text, request_options(self, **options))
+        if (text is None) == (ssml is None):
+            raise TypeError("give the text to speak, or an SSML document as ssml=, not both")
+        request = request_options(self, **options)
+        if ssml is not None or lexicon:
+            source = ssml if ssml is not None else text
+            return SynthesisStream(self, source, request, self.script(source, ssml=ssml is not None, lexicon=lexicon))
+        return LongTextStream(self, text, request)

@@ -22,7 +22,7 @@ av = pytest.importorskip("av")
 pytest.importorskip("aiohttp")
 
 from voicespec.audio import to_int16  # noqa: E402
-from voicespec.pipeline.synthesis import Synthesizer, collect  # noqa: E402
+from voicespec.pipeline.synthesis import SynthesisStream, Synthesizer, collect  # noqa: E402
 from voicespec.serve.config import ServerConfig  # noqa: E402
 from voicespec.serve.encoders import make_encoder  # noqa: E402
 from voicespec.serve.requests import Asked, request_options  # noqa: E402
@@ -171,3 +171,16 @@ def test_a_client_that_hangs_up_mid_stream_frees_its_slot(tiny_voice):
             time.sleep(0.05)
         assert not server.openai.active
         assert c.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm").content
+
+
+def test_ssml_input_is_spoken_as_offline_and_malformed_markup_speaks_nothing(tiny_voice):
+    doc = '<speak>Hello there. <break time="500ms"/> Second one.</speak>'
+    with running(tiny_voice) as server:
+        data = client(server).audio.speech.create(model="tts-1", voice="alloy", input=doc, response_format="pcm",
+                                                  extra_body={"seed": 5}).content
+        options = request_options(tiny_voice, server.config, Asked(seed=5, sample_rate=24000))
+        ref = to_int16(collect(SynthesisStream(tiny_voice, doc, options, tiny_voice.script(doc))).pcm)
+        assert np.array_equal(np.frombuffer(data, "<i2"), ref) and ref.size > 0.5 * 24000
+        status, raw = _post(server, {"model": "tts-1", "voice": "alloy", "input": "<speak>Hello <b>there</speak>"})
+        error = json.loads(raw)["error"]
+        assert status == 400 and error["param"] == "input" and "malformed SSML at line 1" in error["message"]

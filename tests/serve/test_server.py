@@ -46,7 +46,7 @@ from voicespec.serve.config import ServerConfig
 from voicespec.serve.http import origin_ok as request_origin_ok
 from voicespec.serve.server import server_thread
 from voicespec.paths import SAMPLES_DIR
-from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer, collect
+from voicespec.pipeline.synthesis import SynthesisOptions, SynthesisStream, Synthesizer, collect
 
 MAX_STEPS = 24  # per sentence: short audio keeps the file fast
 TEXT = "Hello there. Second one."
@@ -1221,9 +1221,9 @@ def test_the_front_end_runs_off_the_event_loop(tiny_voice, monkeypatch):
     threads: list[threading.Thread] = []
     real = type(tiny_voice.frontend).sentences
 
-    def recording(self, text):
+    def recording(self, text, lexicon=None):
         threads.append(threading.current_thread())
-        return real(self, text)
+        return real(self, text, lexicon)
 
     monkeypatch.setattr(type(tiny_voice.frontend), "sentences", recording)
 
@@ -1293,3 +1293,32 @@ def test_a_bad_speed_on_a_first_text_ends_that_context_like_a_bad_seed(tiny_voic
         speed, seed = run(go(server))
     assert speed["code"] == seed["code"] == P.BAD_OPTION and "speed must be" in speed["message"]
     assert speed["context_ended"] is True and seed["context_ended"] is True
+
+
+def test_an_ssml_text_message_is_spoken_as_offline_and_bad_markup_is_a_context_error(tiny_voice):
+    """``text_format: "ssml"`` (or a ``<speak>`` root): one whole document per message, after the
+    context's text before it; its break is exact silence. Malformed markup: ``bad_text``."""
+    doc = '<speak>Second one. <break time="400ms"/> Third.</speak>'
+
+    async def go(server):
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            marked = await c.synthesize(["Hello there. ", doc])  # a <speak> root is SSML
+            await c.send("text", context_id="x", text="Hello there. ")
+            await c.send("text", context_id="x", text=" " + doc, text_format="ssml")
+            await c.send("end", context_id="x")
+            explicit = await c.collect("x", time.perf_counter())
+            await c.send("text", context_id="bad", text="<speak>Hello <b></speak>", text_format="ssml")
+            return marked, explicit, [await c.next_event("bad", timeout=20)]  # refused; the context goes on
+
+    with running(tiny_voice) as server:
+        marked, explicit, errors = run(go(server))
+    s = START
+    decode = DecodeConfig(replace(tiny_voice.sampling, temperature=s["temperature"], top_k=s["top_k"]), gamma=s["gamma"],
+                          max_steps=MAX_STEPS, seed=s["seed"])
+    options = SynthesisOptions(decode, drafter=s["drafter"], sample_rate=s["sample_rate"])
+    first, script = tiny_voice.script("Hello there."), tiny_voice.script(doc)
+    both = type(script)(first.sentences + script.sentences, {len(first.sentences) + i: v for i, v in script.pauses.items()})
+    reference = collect(SynthesisStream(tiny_voice, "", options, both)).pcm
+    assert np.allclose(marked.pcm, reference, atol=1 / 32767) and np.array_equal(marked.pcm, explicit.pcm)
+    assert errors[-1]["code"] == "bad_text" and "malformed SSML" in errors[-1]["message"]

@@ -20,7 +20,7 @@ from wyoming.tts import (Synthesize, SynthesizeChunk, SynthesizeStart, Synthesiz
                          SynthesizeVoice)
 
 from voicespec.audio import to_int16  # noqa: E402
-from voicespec.pipeline.synthesis import Synthesizer, collect  # noqa: E402
+from voicespec.pipeline.synthesis import SynthesisStream, Synthesizer, collect  # noqa: E402
 from voicespec.serve.config import ServerConfig  # noqa: E402
 from voicespec.serve.requests import Asked, request_options  # noqa: E402
 from voicespec.serve.server import server_thread  # noqa: E402
@@ -100,3 +100,29 @@ def test_describe_synthesize_and_streaming_synthesize(tiny_voice):
     with running(tiny_voice) as server:
         asyncio.run(main(server))
         assert not server.wyoming.active
+
+
+def test_ssml_whole_and_streamed_is_spoken_as_offline(tiny_voice):
+    doc = '<speak>Hello there. <break time="500ms"/> Second one.</speak>'
+
+    async def main(server):
+        client = AsyncTcpClient("127.0.0.1", server.wyoming_port)
+        await client.connect()
+        try:
+            await client.write_event(Synthesize(text=doc, text_format="ssml").event())
+            whole, _, _ = await audio_of(client)
+            await client.write_event(SynthesizeStart(text_format="ssml").event())
+            for piece in (doc[:20], doc[20:]):  # markup is gathered, and read whole at the stop
+                await client.write_event(SynthesizeChunk(text=piece).event())
+            await client.write_event(SynthesizeStop().event())
+            streamed, _, _ = await audio_of(client)
+            assert SynthesizeStopped.is_type((await asyncio.wait_for(client.read_event(), 30)).type)
+            return whole, streamed
+        finally:
+            await client.disconnect()
+
+    with running(tiny_voice) as server:
+        whole, streamed = asyncio.run(main(server))
+        options = request_options(tiny_voice, server.config, Asked())
+    reference = to_int16(collect(SynthesisStream(tiny_voice, doc, options, tiny_voice.script(doc))).pcm)
+    assert np.array_equal(whole, reference) and np.array_equal(streamed, reference)

@@ -73,6 +73,9 @@ def build_parser() -> Parser:
                    help="audio format (default: by the output's extension; wav for stdout)")
     A.add_voice_args(p)
     p.add_argument("--speed", type=A.speed_arg, default=1.0, help=A.SPEED_HELP)
+    p.add_argument("--ssml", action="store_true", help="TEXT is SSML (also assumed when its root is <speak>): "
+                   "break, say-as, sub, phoneme, prosody rate, p, s")
+    p.add_argument("--lexicon", help="pronunciations to use: a JSON file of word -> IPA, or a PLS lexicon (.pls)")
     p.add_argument("--dump-tokens", help="write the generated code frames as JSON here")
     A.add_decoding_args(p)
     p.set_defaults(func=_cmd("cmd_say"))

@@ -161,6 +161,9 @@ def cmd_say(args: argparse.Namespace) -> int:
     import torch
 
     from voicespec.api import LongTextStream
+    from voicespec.frontend.lexicon import read_lexicon
+    from voicespec.frontend.ssml import is_ssml
+    from voicespec.pipeline.synthesis import SynthesisStream
     from voicespec.pipeline.voice import load_voice
     from voicespec.threads import use_threads
 
@@ -175,7 +178,12 @@ def cmd_say(args: argparse.Namespace) -> int:
         path, suffix = audio_output(args.output, args.format)
     text = read_text(args.text)
     voice = load_voice(args.model, args.device, args.dtype)
-    stream = LongTextStream(voice, text, synthesis_options(args, voice))
+    options = synthesis_options(args, voice)
+    if args.ssml or args.lexicon or is_ssml(text):
+        lexicon = read_lexicon(args.lexicon) if args.lexicon else None
+        stream = SynthesisStream(voice, text, options, voice.script(text, ssml=args.ssml or None, lexicon=lexicon))
+    else:
+        stream = LongTextStream(voice, text, options)
     rate = stream.stats.sample_rate
     chunks = (chunk.pcm for chunk in stream)
     if args.output_raw:

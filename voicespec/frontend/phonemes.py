@@ -17,7 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 WORD = " "
@@ -48,12 +48,14 @@ def phonemize(text: str) -> list[str]:
     return list(tagged_units(text)[0])
 
 
-def tagged_units(text: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+def tagged_units(text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None,
+                 ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
     """:func:`phonemize` with each unit's word: (units, word index per unit or -1 for a boundary
     or break, the words as spoken). Timestamps come from the word of each unit.
 
     One gruut pass over the whole sentence, so its part-of-speech tagger picks between readings
     ("excuse" /z/ as a verb, /s/ as a noun) and the per-sentence cost is paid once (28 ms a sentence, measured on a busy machine).
+    ``lexicon``: lower-case word -> units, said instead of gruut's reading (``frontend/lexicon.py``).
     """
     from gruut import sentences
 
@@ -80,7 +82,8 @@ def tagged_units(text: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str
             if units and units[-1] != WORD:
                 add(WORD)
             words.append(word.text)
-            for p in word.phonemes:
+            own = lexicon.get(word.text.lower()) if lexicon else None
+            for p in word.phonemes if own is None else own:
                 add(p, len(words) - 1)
             add(WORD)
     while units and units[-1] == WORD:
@@ -117,13 +120,13 @@ class PhonemeTokenizer:
         index = self._index
         return index.get(unit) or index.get(_plain(unit)) or index.get(_plain(unit)[:1])
 
-    def encode(self, text: str) -> list[int]:
-        return self.ids_of(_tagged(text)[0])
+    def encode(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> list[int]:
+        return self.ids_of(_tagged(text, _key(lexicon))[0])
 
-    def words(self, text: str) -> tuple[list[str], list[int]]:
+    def words(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[str], list[int]]:
         """The words of ``text`` as spoken, and for each id of :meth:`encode` the index of its word
         (-1 for a boundary or a break)."""
-        units, owner, words = _tagged(text)
+        units, owner, words = _tagged(text, _key(lexicon))
         return list(words), [w for u, w in zip(units, owner) if self._id_of(u) is not None]
 
     def decode(self, ids: list[int]) -> str:
@@ -138,12 +141,16 @@ class PhonemeTokenizer:
         return {"kind": self.kind, "units": list(self.units), "lang": LANG}
 
 
+def _key(lexicon: Mapping[str, tuple[str, ...]] | None) -> tuple | None:
+    """A lexicon as a cache key: only the words it holds matter."""
+    return tuple(sorted(lexicon.items())) if lexicon else None
+
+
 @lru_cache(maxsize=4096)
-def _tagged(text: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+def _tagged(text: str, lexicon: tuple | None = None) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
     """:func:`tagged_units`, remembered: gruut costs tens of milliseconds a sentence, and a server
-    hears the same sentences again and again (greetings, prompts; the first text of a context is
-    read twice: to check it is speakable, then by its stream)."""
-    return tagged_units(text)
+    hears the same sentences again and again (greetings, prompts)."""
+    return tagged_units(text, dict(lexicon) if lexicon else None)
 
 
 @lru_cache(maxsize=8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 MAX_CHARS = 5000
@@ -244,14 +245,16 @@ class CharTokenizer:
     def vocab_size(self) -> int:
         return len(self.alphabet) + 1
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> list[int]:
+        if lexicon:
+            raise TextError("this voice reads letters, not phonemes: it takes no pronunciations (<phoneme>, lexicons)")
         index = {c: i + 1 for i, c in enumerate(self.alphabet)}
         return [index[c] for c in text if c in index]
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.alphabet[i - 1] for i in ids if 0 < i <= len(self.alphabet))
 
-    def words(self, text: str) -> tuple[list[str], list[int]]:
+    def words(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[str], list[int]]:
         """The words of ``text`` (runs of letters, digits and apostrophes), and for each id of
         :meth:`encode` the index of its word (-1 between words)."""
         kept = [c for c in text if c in self.alphabet]
@@ -283,13 +286,13 @@ class Tokenizer(Protocol):
     @property
     def vocab_size(self) -> int: ...
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> list[int]: ...
 
     def decode(self, ids: list[int]) -> str: ...
 
     def is_speakable(self, ids: list[int]) -> bool: ...
 
-    def words(self, text: str) -> tuple[list[str], list[int]]: ...
+    def words(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> tuple[list[str], list[int]]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -315,11 +318,12 @@ class FrontEnd:
     max_chars: int = MAX_CHARS
     max_sentence_chars: int = 200
 
-    def sentences(self, text: str) -> list[tuple[str, list[int]]]:
-        """(normalized sentence, token ids) pairs; sentences with nothing speakable are skipped."""
+    def sentences(self, text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None) -> list[tuple[str, list[int]]]:
+        """(normalized sentence, token ids) pairs; sentences with nothing speakable are skipped.
+        ``lexicon``: pronunciations of words (``frontend/lexicon.py``), for phoneme voices."""
         out = []
         for sentence in split_sentences(normalize(sanitize(text, self.max_chars)), self.max_sentence_chars):
-            ids = self.tokenizer.encode(sentence)
+            ids = self.tokenizer.encode(sentence, lexicon)
             if self.tokenizer.is_speakable(ids):
                 out.append((sentence, ids))
         if not out:

@@ -28,6 +28,7 @@ from voicespec.codec.stream import CodecFlush, CodecPush
 from voicespec.engine.work import Work, outputs
 from voicespec.frontend.timestamps import Timestamp, Timestamps, sentence_timestamps
 from voicespec.options import SAMPLING_OPTIONS, check_sample_rate, check_speed
+from voicespec.frontend.ssml import Script
 from voicespec.pipeline.frame_cache import frame_key
 from voicespec.pipeline.voice import Voice
 
@@ -114,15 +115,21 @@ class SynthesisStream:
     """Iterate for :class:`AudioChunk` s; ``cancel()`` stops before the next decode step."""
 
     def __init__(self, voice: Voice, text: str, options: SynthesisOptions,
-                 sentences: list[tuple[str, list[int]]] | None = None) -> None:
+                 sentences: list[tuple[str, list[int]]] | Script | None = None) -> None:
         """``sentences``: ``voice.frontend.sentences(text)`` where the caller has them already
-        (the server runs the front end off its event loop, once per text)."""
+        (the server runs the front end off its event loop, once per text), or the
+        :class:`~voicespec.frontend.ssml.Script` of a marked-up text (its silences, rates and
+        pronunciations with it)."""
         t0 = time.perf_counter()
         self.voice = voice
         self.options = options
+        self.script = Script()  # silences, rates and pronunciations by sentence (none for plain text)
         # raises TextError before any work
+        if isinstance(sentences, Script):
+            self.script, sentences = sentences, sentences.sentences
         self.sentences = voice.frontend.sentences(text) if sentences is None else sentences
         voice.check(options)
+        self._check_script(self.script)
         self.drafter_name = options.drafter or voice.config.default_drafter
         self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode,
                                    voice.controller_memory(self.drafter_name))
@@ -136,6 +143,26 @@ class SynthesisStream:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+    def _check_script(self, script: Script) -> None:
+        """ValueError for rates this voice cannot speak at (no duration predictor, or a speed out of range)."""
+        for rate in set(script.speeds.values()):
+            if self.voice.duration is None:
+                raise ValueError(f"voice {self.voice.name!r} has no duration predictor: it cannot change its rate "
+                                 "(<prosody rate>)")
+            check_speed(self.options.speed * rate)
+
+    def _speed(self, i: int) -> float:
+        return self.options.speed * self.script.speeds.get(i, 1.0)
+
+    def _silence(self, i: int, sentence: int) -> AudioChunk | None:
+        """The silence before sentence ``i`` (a ``<break>``), in whole codec frames, so the words
+        after it are timed exactly by it."""
+        codec = self.voice.codec
+        frames = round(self.script.pauses.pop(i) * codec.sample_rate / codec.hop_length)
+        self._frames_done += frames
+        n = round(frames * codec.hop_length * self.stats.sample_rate / codec.sample_rate)
+        return self._emit(torch.zeros(n), sentence)
 
     def _emit(self, pcm: torch.Tensor, sentence: int) -> AudioChunk | None:
         if pcm.numel() == 0:
@@ -153,7 +180,7 @@ class SynthesisStream:
         a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
-        durations = self.voice.durations(ids, self.options.speed)
+        durations = self.voice.durations(ids, self._speed(i))
         prompt = self.voice.prompt(ids, durations)
         config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
         if durations is not None:
@@ -163,7 +190,7 @@ class SynthesisStream:
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
         cache = self.voice.frame_cache
-        key = frame_key(self.voice.target, ids, config, self.drafter_name, self.options.speed) if cache is not None else None
+        key = frame_key(self.voice.target, ids, config, self.drafter_name, self._speed(i)) if cache is not None else None
         replay = cache.get(key) if key is not None else None
         gen = None if replay is not None else self.decoder.generate(prompt, config)
         chunks: list[torch.Tensor] = []  # this sentence's frames [K, n] per step: joined once, at its end
@@ -199,7 +226,8 @@ class SynthesisStream:
 
     def _timestamps(self, i: int, sentence: str, ids: list[int], durations: list[int], max_steps: int) -> Timestamps:
         tokenizer, codec, layout = self.voice.tokenizer, self.voice.codec, self.voice.target.layout
-        words, word_of = tokenizer.words(sentence)
+        words, word_of = tokenizer.words(sentence, self.script.lexicons.get(i))
+        words = [self.script.spoken.get(w.lower(), w) for w in words]  # a <phoneme> word as written
         units = [tokenizer.decode([j]) for j in ids]
         n_frames = sum(durations)
         while n_frames and layout.steps_for_frames_count(n_frames) > max_steps + 1:  # the step cap cuts it short
@@ -251,6 +279,13 @@ class SynthesisStream:
         i = 0
         while not self.cancelled:
             step = self._next_step(i)
+            if i in self.script.pauses and step in (Step.SENTENCE, Step.END):  # a <break>: the waveform ends, silence
+                if self._pushed:
+                    if isinstance(tail := (yield from self._flush_codec(decoder, resampler, i - 1)), AudioChunk):
+                        yield tail
+                    decoder, resampler = self._waveform()
+                if isinstance(silence := self._silence(i, max(i - 1, 0)), AudioChunk):
+                    yield silence
             if step is Step.END:
                 break
             if step is Step.WAIT:

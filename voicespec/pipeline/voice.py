@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,8 @@ from voicespec.engine.step_lm import StepLM
 from voicespec.codec.stream import CodecStream
 from voicespec.lm.loading import load_step_lm
 from voicespec.engine.config import SamplingConfig
+from voicespec.frontend.lexicon import LexiconError, lexicon_of, read_lexicon
+from voicespec.frontend.ssml import Script, is_ssml, script as ssml_script
 from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
 from voicespec.options import check_device, check_dtype
 from voicespec import paths
@@ -41,6 +43,7 @@ from voicespec.pipeline.drafters import build_drafter, drafter_names
 from voicespec.pipeline.frame_cache import FrameCache
 
 VOICE_FILE = "voice.json"
+LEXICON_FILES = ("lexicon.json", "lexicon.pls")  # a voice's own pronunciations, in its folder
 DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped with the package, used when none is named
 
 
@@ -62,7 +65,7 @@ class VoiceConfig:
 
 class Voice:
     def __init__(self, config: VoiceConfig, codec: Codec, target: StepLM, draft_dirs: dict[str, Path],
-                 duration: DurationModel | None = None) -> None:
+                 duration: DurationModel | None = None, lexicon: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.codec = codec
         self.target = target
@@ -70,6 +73,9 @@ class Voice:
         self.duration = duration
         self.tokenizer = tokenizer_from_dict(config.tokenizer)
         self.frontend = FrontEnd(self.tokenizer)
+        units = getattr(self.tokenizer, "units", None)
+        # the voice's own pronunciations (a lexicon file in its folder): word -> its units
+        self.lexicon = lexicon_of(lexicon, units) if lexicon and units else {}
         self.tokenizer.encode("hello")  # load the phonemizer's lexicon now, not on the first request
         self._drafters: dict[str, Drafter] = {}
         self._controller_memory: dict[str, ControllerMemory] = {}
@@ -146,6 +152,21 @@ class Voice:
                                                      resolve=self.drafter)
         return self._drafters[name]
 
+    def script(self, text: str, *, ssml: bool | None = None, lexicon: Mapping[str, str] | None = None) -> Script:
+        """What ``text`` asks to be said: its sentences, and for SSML (``ssml``; None: when its root
+        is ``<speak>``) its silences, rates and pronunciations. ``lexicon``: the request's own
+        pronunciations (word -> IPA), over the voice's. TextError says what is wrong."""
+        words = dict(self.lexicon)
+        if lexicon:
+            units = getattr(self.tokenizer, "units", None)
+            if units is None:
+                raise LexiconError(f"voice {self.name!r} reads letters, not phonemes: it takes no lexicon")
+            words.update(lexicon_of(lexicon, units))
+        if ssml or (ssml is None and is_ssml(text)):
+            return ssml_script(self.frontend, text, words)
+        sentences = self.frontend.sentences(text, words or None)
+        return Script(sentences, lexicons={i: words for i in range(len(sentences))} if words else {})
+
     def check(self, options: Any) -> None:
         """ValueError if this voice cannot do what ``options`` (:class:`SynthesisOptions`) ask: a
         speed or timestamps without a duration predictor, a tree from a drafter that drafts none.
@@ -188,7 +209,9 @@ class Voice:
         draft_dirs = {d.name: d for d in sorted(drafters_dir.iterdir()) if d.is_dir()} if drafters_dir.is_dir() else {}
         duration = load_duration(path / config.duration) if config.duration else None
         target = load_step_lm(str(path / "target"), device=device, dtype=getattr(torch, check_dtype(dtype)))
-        return cls(config, Codec.from_folder(path / "codec", device), target, draft_dirs, duration)
+        lexicons = [path / name for name in LEXICON_FILES if (path / name).is_file()]
+        lexicon = read_lexicon(lexicons[0]) if lexicons else None
+        return cls(config, Codec.from_folder(path / "codec", device), target, draft_dirs, duration, lexicon)
 
     @staticmethod
     def write_config(path: str | Path, config: VoiceConfig) -> None:

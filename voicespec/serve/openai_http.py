@@ -24,6 +24,8 @@ from aiohttp import web
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.config import MAX_SEED
+from voicespec.frontend.lexicon import LexiconError
+from voicespec.frontend.ssml import is_ssml
 from voicespec.frontend.text import TextError
 from voicespec.engine.controller import check_gamma
 from voicespec.options import SAMPLING_OPTIONS, check_sample_rate, sampling_overrides
@@ -48,7 +50,8 @@ FORMATS = {"mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac", "flac":
 OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
                  "marin", "cedar")
 MODELS = ("voicespec", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names; all speak with this server's engine
-EXTRA_FIELDS = ("seed", "drafter", "gamma", "latency_budget_ms", "sample_rate", *(o.name for o in SAMPLING_OPTIONS))
+EXTRA_FIELDS = ("seed", "drafter", "gamma", "latency_budget_ms", "sample_rate", "lexicon",
+                *(o.name for o in SAMPLING_OPTIONS))
 KNOWN_FIELDS = ("model", "input", "voice", "response_format", "speed", "instructions", "stream_format", *EXTRA_FIELDS)
 
 
@@ -75,6 +78,7 @@ class SpeechRequest:
     stream_format: str
     asked: Asked
     ignored: tuple[str, ...]
+    lexicon: dict[str, str] | None = None  # word -> IPA, over the voice's own
 
 
 def _field(body: dict, name: str, ok: Callable[[Any], bool], what: str, default: Any = None) -> Any:
@@ -128,8 +132,9 @@ def parse_speech(body: Any, voice_names: list[str]) -> SpeechRequest:
         raise ApiError(400, str(e)) from None
     asked = Asked(drafter=drafter, gamma=gamma, seed=seed, latency_budget_ms=budget, sampling=sampling,
                   speed=None if speed is None or speed == 1 else float(speed), sample_rate=rate)
+    lexicon = _field(body, "lexicon", lambda x: isinstance(x, dict), "an object of word -> IPA")
     ignored = tuple(sorted(k for k in body if k not in KNOWN_FIELDS))
-    return SpeechRequest(text, voice, fmt, stream, asked, ignored)
+    return SpeechRequest(text, voice, fmt, stream, asked, ignored, lexicon)
 
 
 def _rate_ok(rate: Any) -> bool:
@@ -215,10 +220,14 @@ class OpenAIFront:
         utterance.on_finished = self.active.discard
         try:
             try:
-                await utterance.add(req.input)
+                if is_ssml(req.input) or req.lexicon:
+                    await utterance.add_markup(req.input, lexicon=req.lexicon)
+                else:
+                    await utterance.add(req.input)
                 await utterance.end()
             except TextError as e:
-                raise ApiError(400, str(e), "input") from None
+                in_lexicon = isinstance(e, LexiconError) and not is_ssml(req.input)
+                raise ApiError(400, str(e), "lexicon" if in_lexicon else "input") from None
             return await self._respond(request, req, utterance, options.sample_rate)
         finally:
             utterance.cancel("disconnected")  # a no-op once it has finished

@@ -115,6 +115,7 @@ class Start:
     word_timestamps: bool = False
     phoneme_timestamps: bool = False
     strict: bool = True  # False: unknown fields of this socket's messages are ignored, not errors
+    lexicon: dict[str, str] | None = None  # pronunciations for every context: word -> IPA
     ignored: tuple[str, ...] = ()  # the unknown fields this start had (strict: false), echoed in ready
 
     def sampling_overrides(self) -> dict[str, Any]:
@@ -128,6 +129,7 @@ class Text:
     context_id: str
     text: str
     options: dict[str, Any] = field(default_factory=dict)
+    ssml: bool = False  # text_format "ssml": the message is one whole SSML document
 
 
 @dataclass(frozen=True)
@@ -159,10 +161,12 @@ ClientMessage = Start | Text | Flush | End | Cancel | ClientStats
 
 
 _KINDS = {"str": (lambda x: isinstance(x, str), "a string"), "int": (is_int, "an integer"),
-          "number": (is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false")}
+          "number": (is_number, "a number"), "bool": (lambda x: isinstance(x, bool), "true or false"),
+          "object": (lambda x: isinstance(x, dict), "an object")}
 
 _SAMPLING_FIELDS = {o.name: (o.kind, False) for o in SAMPLING_OPTIONS}
-CONTEXT_OPTIONS = ("voice", "speed", "seed", *_SAMPLING_FIELDS)  # a context's first text may set these
+CONTEXT_OPTIONS = ("voice", "speed", "seed", *_SAMPLING_FIELDS)
+TEXT_FORMATS = ("text", "ssml")  # a context's first text may set these
 
 # type -> {field: (kind, required)}
 MESSAGE_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
@@ -171,9 +175,10 @@ MESSAGE_FIELDS: dict[str, dict[str, tuple[str, bool]]] = {
               "latency_budget_ms": ("number", False), "drafter": ("str", False), "gamma": ("gamma", False),
               "tree": ("tree", False), "pacing_lead_ms": ("number", False), "speed": ("number", False),
               "word_timestamps": ("bool", False), "phoneme_timestamps": ("bool", False), "strict": ("bool", False),
+              "lexicon": ("object", False),
               **_SAMPLING_FIELDS},
-    "text": {"context_id": ("str", True), "text": ("str", True), "voice": ("str", False), "speed": ("number", False),
-             "seed": ("int", False), **_SAMPLING_FIELDS},
+    "text": {"context_id": ("str", True), "text": ("str", True), "text_format": ("str", False), "voice": ("str", False),
+             "speed": ("number", False), "seed": ("int", False), **_SAMPLING_FIELDS},
     "flush": {"context_id": ("str", True), "flush_id": ("flush_id", False)},
     "end": {"context_id": ("str", True)},
     "cancel": {"context_id": ("str", True)},
@@ -249,7 +254,11 @@ def parse_client_message(raw: str | bytes, strict: bool = True) -> ClientMessage
     if kind == "text":
         # their ranges are checked where they apply, on a context's first text (Session._context_options)
         options = {k: fields.pop(k) for k in CONTEXT_OPTIONS if k in fields}
-        return Text(**fields, options=options)
+        text_format = fields.pop("text_format", "text")
+        if text_format not in TEXT_FORMATS:
+            raise ProtocolError(BAD_MESSAGE, f"text_format must be one of {', '.join(TEXT_FORMATS)}, got "
+                                f"{json.dumps(text_format)[:40]}", cid)
+        return Text(**fields, options=options, ssml=text_format == "ssml")
     if kind == "stats":
         if not 0 <= fields.get("underruns", 0) <= MAX_UNDERRUNS or not 0 <= fields.get("underrun_ms", 0) <= MAX_UNDERRUN_MS:
             raise ProtocolError(BAD_MESSAGE, f"stats: underruns must be in [0, {MAX_UNDERRUNS}] and underrun_ms "

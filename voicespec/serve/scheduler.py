@@ -22,6 +22,7 @@ from typing import Any
 
 from voicespec.engine.step_lm import Pass
 from voicespec.engine.work import DEFERRED, Work, run_works
+from voicespec.frontend.ssml import Script
 from voicespec.pipeline.synthesis import AudioChunk, Step, SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice
 
@@ -50,8 +51,18 @@ class IncrementalStream(SynthesisStream):
         self._flushes: deque[tuple[int, str | int | None]] = deque()  # (after sentence n, id)
         self.closed = False
 
-    def add(self, sentences: list[tuple[str, list[int]]]) -> None:
+    def add(self, sentences: list[tuple[str, list[int]]] | Script) -> None:
+        """More sentences, or a marked-up text's :class:`Script` (its silences, rates and
+        pronunciations placed after the sentences so far)."""
         with self._lock:
+            if isinstance(sentences, Script):
+                self._check_script(sentences)
+                n, script = len(self.sentences), sentences
+                for own, theirs in ((self.script.pauses, script.pauses), (self.script.speeds, script.speeds),
+                                    (self.script.lexicons, script.lexicons)):
+                    own.update({n + i: v for i, v in theirs.items()})
+                self.script.spoken.update(script.spoken)
+                sentences = script.sentences
             self.sentences = self.sentences + sentences  # a new list: the worker reads it unlocked
 
     def mark_flush(self, flush_id: str | int | None) -> None:

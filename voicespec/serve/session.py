@@ -23,6 +23,8 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from voicespec.frontend.incremental import complete_prefix
+from voicespec.frontend.lexicon import LexiconError
+from voicespec.frontend.ssml import SSMLError, is_ssml
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
 from voicespec.frontend.timestamps import Timestamps
@@ -310,6 +312,8 @@ class Session:
                       timestamps=msg.word_timestamps or msg.phoneme_timestamps)
         try:
             options = request_options(voice, self.cfg, asked)
+            if msg.lexicon is not None:
+                voice.script("a", lexicon=msg.lexicon)  # every entry is a pronunciation this voice can say
         except UnknownDrafter as e:
             raise P.ProtocolError(P.UNKNOWN_DRAFTER, str(e)) from None
         except ValueError as e:
@@ -386,20 +390,26 @@ class Session:
             raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: over {frontend_max} characters without a sentence "
                                   "end; send 'flush' or end sentences with punctuation", cid)
         ctx.chars += len(msg.text)
+        if msg.ssml or is_ssml(msg.text):  # one whole document: the text before it is spoken first, whole
+            await self._release_buffer(ctx)
+            await self._synthesize(ctx, msg.text, markup=True)
+            return
         ctx.buffer = buffer
         n, ctx.settled = complete_prefix(buffer, start=ctx.settled)
         if n:
             ctx.buffer = buffer[n:]
             await self._synthesize(ctx, buffer[:n])
 
-    async def _synthesize(self, ctx: _Context, text: str) -> bool:
-        """Hand text to the context's stream (created on its first speakable text); False if
-        nothing in it is speakable (streamed pieces often are only punctuation). The front end
-        (normalize, phonemize: its cost grows with the text) runs on a thread, never on the
-        event loop that every connection shares."""
+    async def _synthesize(self, ctx: _Context, text: str, markup: bool = False) -> bool:
+        """Hand text (``markup``: a whole SSML document) to the context's stream (created on its
+        first speakable text); False if nothing in it is speakable (streamed pieces often are only
+        punctuation). The front end (normalize, phonemize: its cost grows with the text) runs on
+        a thread, never on the event loop that every connection shares."""
         voice = ctx.voice
         try:
-            sentences = await asyncio.to_thread(voice.frontend.sentences, text)
+            sentences = await asyncio.to_thread(voice.script, text, ssml=markup, lexicon=self.started.lexicon)
+        except (SSMLError, LexiconError) as e:  # the client's markup or pronunciations: said, not skipped
+            raise P.ProtocolError(P.BAD_TEXT, str(e), ctx.id) from None
         except TextError as e:
             ctx.text_error = str(e)
             return False

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from voicespec.frontend.incremental import complete_prefix
+from voicespec.frontend.ssml import Script
 from voicespec.frontend.text import TextError
 from voicespec.frontend.timestamps import Timestamps
 from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
@@ -81,12 +82,23 @@ class Utterance:
         self.job.stream.close()
         self._bump()
 
+    async def add_markup(self, text: str, ssml: bool | None = None, lexicon: Mapping[str, str] | None = None) -> None:
+        """A whole SSML document (``ssml``; None: when its root is ``<speak>``) or plain text read
+        with ``lexicon`` (word -> IPA); TextError (SSMLError) for markup that cannot be read."""
+        if self.ended:
+            raise RuntimeError("the utterance has ended")
+        script = await asyncio.to_thread(self.voice.script, text, ssml=ssml, lexicon=lexicon)
+        self._submit(text, script)
+
     async def _speak(self, text: str) -> None:
         try:
-            sentences = await asyncio.to_thread(self.voice.frontend.sentences, text)
+            script = await asyncio.to_thread(self.voice.script, text, ssml=False)
         except TextError as e:  # a piece with nothing speakable (only punctuation, say): the rest may have
             self._text_error = str(e)
             return
+        self._submit(text, script)
+
+    def _submit(self, text: str, sentences: Script) -> None:
         if self.finished:  # cancelled while the front end ran
             return
         if self.job is None:

@@ -23,6 +23,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from voicespec import __version__
 from voicespec.audio import to_int16
+from voicespec.frontend.ssml import is_ssml
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.voice import Voice
 from voicespec.serve.config import ServerConfig
@@ -46,6 +47,7 @@ class WyomingHandler(AsyncEventHandler):
         self.door = door
         self.streaming: Utterance | None = None  # between synthesize-start and synthesize-stop
         self.speaking: asyncio.Task | None = None  # the streamed request's audio, going out as it is made
+        self.markup: str | None = None  # a streamed SSML document, gathered until synthesize-stop
 
     async def handle_event(self, event: Event) -> bool:
         try:
@@ -53,12 +55,19 @@ class WyomingHandler(AsyncEventHandler):
                 await self.write_event(self.door.info().event())
             elif SynthesizeStart.is_type(event.type):
                 start = SynthesizeStart.from_event(event)
+                self.markup = "" if _is_ssml_format(start.text_format) else None  # SSML is read whole, at the stop
                 self.streaming = await self.door.utterance(start.voice)
                 self.speaking = asyncio.create_task(self._speak(self.streaming))
             elif SynthesizeChunk.is_type(event.type) and self.streaming is not None:
-                await self.streaming.add(SynthesizeChunk.from_event(event).text)
+                text = SynthesizeChunk.from_event(event).text
+                if self.markup is None:
+                    await self.streaming.add(text)
+                else:
+                    self.markup += text
             elif SynthesizeStop.is_type(event.type) and self.streaming is not None:
                 utterance, task, self.streaming, self.speaking = self.streaming, self.speaking, None, None
+                if self.markup is not None:
+                    await utterance.add_markup(self.markup, ssml=True)
                 await utterance.end()
                 await task
                 await self.write_event(SynthesizeStopped().event())
@@ -66,7 +75,10 @@ class WyomingHandler(AsyncEventHandler):
                 # (a streaming client also sends the whole text as `synthesize`, for older servers: ignored)
                 request = Synthesize.from_event(event)
                 utterance = await self.door.utterance(request.voice)
-                await utterance.add(request.text)
+                if _is_ssml_format(request.text_format) or is_ssml(request.text):
+                    await utterance.add_markup(request.text, ssml=True)
+                else:
+                    await utterance.add(request.text)
                 await utterance.end()
                 await self._speak(utterance)
         except (ValueError, TextError, VoiceLoadError, SynthesisFailed) as e:
@@ -101,6 +113,10 @@ class WyomingHandler(AsyncEventHandler):
 
     async def disconnect(self) -> None:
         await self._abandon()
+
+
+def _is_ssml_format(text_format: object) -> bool:
+    return str(getattr(text_format, "value", text_format)).lower() == "ssml"
 
 
 class WyomingDoor:
