@@ -20,6 +20,7 @@ from voicespec.cli.args import CliError
 from voicespec.paths import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
+DOCS = [p.read_text() for p in sorted((REPO_ROOT / "docs").glob("*.md"))]  # the guide's details and recipes
 BIN = Path(sys.executable).parent
 DEFAULT_URL = "ws://127.0.0.1:8765/v1/stream"
 
@@ -52,9 +53,9 @@ def section(title: str) -> str:
     return README[start:end]
 
 
-def test_every_voicespec_command_line_in_the_readme_parses():
-    found = [c for b in blocks("sh") for c in commands(b)]
-    assert len(found) >= 25  # the README's examples, training recipes included
+def test_every_voicespec_command_line_in_the_readme_and_docs_parses():
+    found = [c for text in (README, *DOCS) for b in blocks("sh", text) for c in commands(b)]
+    assert len(found) >= 40 and DOCS  # the README's examples, the docs' recipes (training included)
     parser = build_parser()
     for argv in found:
         try:
@@ -64,22 +65,24 @@ def test_every_voicespec_command_line_in_the_readme_parses():
 
 
 @pytest.fixture(scope="module")
-def server_url():
-    proc = subprocess.Popen([str(BIN / "voicespec"), "serve", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+def server_urls():
+    """``voicespec serve`` on free ports: its WebSocket URL and its OpenAI base URL."""
+    proc = subprocess.Popen([str(BIN / "voicespec"), "serve", "--port", "0", "--openai-port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         t, line = time.monotonic() + 120, ""
         while "serving voice" not in line:
             assert time.monotonic() < t and proc.poll() is None, line
             line = proc.stdout.readline()
-        yield re.search(r"WebSocket (ws://\S+)", line).group(1)
+        yield re.search(r"WebSocket (ws://\S+)", line).group(1), re.search(r"OpenAI (http://\S+)", line).group(1)
     finally:
         proc.terminate()
         proc.wait(30)
 
 
 @pytest.mark.slow
-def test_the_quickstart_runs(tmp_path, server_url):
+def test_the_quickstart_runs(tmp_path, server_urls):
+    server_url = server_urls[0]
     shell, api, client = blocks("sh", section("Quickstart"))[0], *blocks("python", section("Quickstart"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     for line in shell.splitlines():
@@ -100,3 +103,16 @@ def test_the_quickstart_runs(tmp_path, server_url):
     finally:
         os.chdir(cwd)
     assert sf.info(str(tmp_path / "smith.wav")).duration > 0.5
+
+
+@pytest.mark.slow
+def test_the_openai_example_runs(tmp_path, server_urls):
+    pytest.importorskip("openai")
+    example = blocks("python", section("Front doors"))[0]
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        exec(compile(example.replace("http://127.0.0.1:8766/v1", server_urls[1]), "README:openai", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    assert sf.info(str(tmp_path / "hello.mp3")).duration > 0.5
