@@ -39,12 +39,11 @@ def openai_first_audio(client: openai.OpenAI, seed: int) -> float:
     t0 = time.perf_counter()
     with client.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input=TEXT,
                                                             response_format="pcm", extra_body={"seed": seed}) as r:
-        for chunk in r.iter_bytes(4096):
-            if chunk:
+        chunks = r.iter_bytes()
+        first = None
+        for chunk in chunks:
+            if chunk and first is None:
                 first = time.perf_counter() - t0
-                break
-        for _ in r.iter_bytes():
-            pass
     return first
 
 
