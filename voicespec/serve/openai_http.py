@@ -29,14 +29,12 @@ from voicespec.frontend.ssml import is_ssml
 from voicespec.frontend.text import TextError
 from voicespec.engine.controller import check_gamma
 from voicespec.options import SAMPLING_OPTIONS, check_sample_rate, sampling_overrides
-from voicespec.serve.config import ServerConfig
+from voicespec.serve.door import AtCapacity, Door, UnknownVoice
 from voicespec.serve.encoders import WavStreamEncoder, check_available, make_encoder
 from voicespec.serve.http import authorized
-from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.requests import Asked, UnknownDrafter, request_options
-from voicespec.serve.scheduler import DecodeWorker
 from voicespec.serve.utterance import SynthesisFailed, Utterance
-from voicespec.serve.voices import VoiceLoadError, VoiceSet
+from voicespec.serve.voices import VoiceLoadError
 
 log = logging.getLogger("voicespec.server")
 
@@ -145,18 +143,8 @@ def _rate_ok(rate: Any) -> bool:
         return False
 
 
-class OpenAIFront:
-    """The aiohttp application; ``admit()`` says whether one more request fits the server's
-    ``max_sessions`` (WebSocket sessions and these requests count together)."""
-
-    def __init__(self, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics, worker: DecodeWorker,
-                 admit: Callable[[], bool]) -> None:
-        self.config = config
-        self.voices = voices
-        self.metrics = metrics
-        self.worker = worker
-        self.admit = admit
-        self.active: set[Utterance] = set()
+class OpenAIFront(Door):
+    """The aiohttp application."""
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._errors], client_max_size=64 * 1024)
@@ -204,20 +192,20 @@ class OpenAIFront:
             check_available(req.response_format if req.response_format not in ("wav", "pcm") else "pcm_s16le")
         except ImportError as e:
             raise ApiError(400, str(e), "response_format") from None
-        voice = await self._voice(req.voice)
+        try:
+            voice = await self.voice(req.voice)
+        except (UnknownVoice, VoiceLoadError) as e:
+            raise ApiError(400, str(e), "voice") from None
         try:
             options = request_options(voice, self.config, req.asked)
         except UnknownDrafter as e:
             raise ApiError(400, str(e), "drafter") from None
         except ValueError as e:
             raise ApiError(400, str(e)) from None
-        if not self.admit():
-            self.metrics.error("at_capacity")
-            raise ApiError(429, f"the server is at capacity ({self.config.max_sessions} sessions); try again later",
-                           code="at_capacity", kind="rate_limit_error")
-        utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks)
-        self.active.add(utterance)
-        utterance.on_finished = self.active.discard
+        try:
+            utterance = self.open(voice, options)
+        except AtCapacity as e:
+            raise ApiError(429, str(e), code="at_capacity", kind="rate_limit_error") from None
         try:
             try:
                 if is_ssml(req.input) or req.lexicon:
@@ -231,15 +219,6 @@ class OpenAIFront:
             return await self._respond(request, req, utterance, options.sample_rate)
         finally:
             utterance.cancel("disconnected")  # a no-op once it has finished
-
-    async def _voice(self, name: str | None):
-        if name is None:
-            return self.voices.default
-        try:
-            await self.voices.ensure(name)
-        except VoiceLoadError as e:
-            raise ApiError(400, str(e), "voice") from None
-        return self.voices.loaded(name)
 
     async def _respond(self, request: web.Request, req: SpeechRequest, utterance: Utterance,
                        rate: int) -> web.StreamResponse:

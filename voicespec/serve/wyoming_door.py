@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
@@ -25,13 +23,10 @@ from voicespec import __version__
 from voicespec.audio import to_int16
 from voicespec.frontend.ssml import is_ssml
 from voicespec.frontend.text import TextError
-from voicespec.pipeline.voice import Voice
-from voicespec.serve.config import ServerConfig
-from voicespec.serve.metrics import ServerMetrics
+from voicespec.serve.door import AtCapacity, Door, UnknownVoice
 from voicespec.serve.requests import Asked, request_options
-from voicespec.serve.scheduler import DecodeWorker
 from voicespec.serve.utterance import SynthesisFailed, Utterance
-from voicespec.serve.voices import VoiceLoadError, VoiceSet
+from voicespec.serve.voices import VoiceLoadError
 
 log = logging.getLogger("voicespec.server")
 
@@ -81,7 +76,7 @@ class WyomingHandler(AsyncEventHandler):
                     await utterance.add(request.text)
                 await utterance.end()
                 await self._speak(utterance)
-        except (ValueError, TextError, VoiceLoadError, SynthesisFailed) as e:
+        except (ValueError, TextError, UnknownVoice, VoiceLoadError, AtCapacity, SynthesisFailed) as e:
             await self._abandon()
             await self.write_event(Error(text=str(e), code=type(e).__name__).event())
         return True
@@ -119,17 +114,8 @@ def _is_ssml_format(text_format: object) -> bool:
     return str(getattr(text_format, "value", text_format)).lower() == "ssml"
 
 
-class WyomingDoor:
-    """``handler(reader, writer)`` for ``asyncio.start_server``; ``admit()`` as the OpenAI door's."""
-
-    def __init__(self, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics, worker: DecodeWorker,
-                 admit: Callable[[], bool]) -> None:
-        self.config = config
-        self.voices = voices
-        self.metrics = metrics
-        self.worker = worker
-        self.admit = admit
-        self.active: set[Utterance] = set()
+class WyomingDoor(Door):
+    """``handler(reader, writer)`` for ``asyncio.start_server``."""
 
     def info(self) -> Info:
         voices = [TtsVoice(name=name, description=f"voicespec voice {name}", attribution=ATTRIBUTION, installed=True,
@@ -141,23 +127,8 @@ class WyomingDoor:
 
     async def utterance(self, wanted: SynthesizeVoice | None) -> Utterance:
         """A new request's utterance, on the voice it names (its name, else the default voice)."""
-        voice = await self._voice(wanted.name if wanted is not None else None)
-        if not self.admit():
-            self.metrics.error("at_capacity")
-            raise ValueError(f"the server is at capacity ({self.config.max_sessions} sessions); try again later")
-        options = request_options(voice, self.config, Asked())
-        utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks)
-        self.active.add(utterance)
-        utterance.on_finished = self.active.discard
-        return utterance
-
-    async def _voice(self, name: str | None) -> Voice:
-        if name is None:
-            return self.voices.default
-        if self.voices.canonical(name) is None:
-            raise ValueError(f"unknown voice {name!r}; this server speaks {', '.join(self.voices.names)}")
-        await self.voices.ensure(name)
-        return self.voices.loaded(name)
+        voice = await self.voice(wanted.name if wanted is not None else None)
+        return self.open(voice, request_options(voice, self.config, Asked()))
 
     def handler(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> WyomingHandler:
         return WyomingHandler(self, reader, writer)

@@ -1,0 +1,56 @@
+"""What every door but the WebSocket protocol shares: the server's parts, a request's voice, and
+admission, one :class:`~voicespec.serve.utterance.Utterance` per request, counted against the
+server's ``max_sessions`` together with every other door's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from voicespec.pipeline.synthesis import SynthesisOptions
+from voicespec.pipeline.voice import Voice
+from voicespec.serve.config import ServerConfig
+from voicespec.serve.metrics import ServerMetrics
+from voicespec.serve.scheduler import DecodeWorker
+from voicespec.serve.utterance import Utterance
+from voicespec.serve.voices import VoiceSet
+
+
+class UnknownVoice(LookupError):
+    pass
+
+
+class AtCapacity(RuntimeError):
+    pass
+
+
+class Door:
+    """``admit()`` says whether one more request fits; ``active``: this door's utterances in flight."""
+
+    def __init__(self, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics, worker: DecodeWorker,
+                 admit: Callable[[], bool]) -> None:
+        self.config = config
+        self.voices = voices
+        self.metrics = metrics
+        self.worker = worker
+        self.admit = admit
+        self.active: set[Utterance] = set()
+
+    async def voice(self, name: str | None) -> Voice:
+        """The voice a request names (None: the default), loaded on a thread if it is not yet;
+        UnknownVoice, or VoiceLoadError for a broken installed one."""
+        if name is None:
+            return self.voices.default
+        if self.voices.canonical(name) is None:
+            raise UnknownVoice(f"unknown voice {name!r}; this server speaks {', '.join(self.voices.names)}")
+        await self.voices.ensure(name)
+        return self.voices.loaded(name)
+
+    def open(self, voice: Voice, options: SynthesisOptions) -> Utterance:
+        """A new request's utterance; AtCapacity when the server holds ``max_sessions`` already."""
+        if not self.admit():
+            self.metrics.error("at_capacity")
+            raise AtCapacity(f"the server is at capacity ({self.config.max_sessions} sessions); try again later")
+        utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks)
+        self.active.add(utterance)
+        utterance.on_finished = self.active.discard
+        return utterance
