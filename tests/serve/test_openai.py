@@ -4,8 +4,10 @@ and server-sent events) delivers audio as it is made, and bad requests get OpenA
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
+import threading
 import json
 import time
 import urllib.error
@@ -158,14 +160,32 @@ def test_bad_requests_get_openais_error_shape_and_nothing_is_spoken(tiny_voice):
                                                             response_format="pcm").content
 
 
-def test_a_client_that_hangs_up_mid_stream_frees_its_slot(tiny_voice):
+def test_every_door_counts_against_max_sessions_and_a_hang_up_frees_the_slot(tiny_voice):
+    async def hold_a_websocket(server, holding, release):
+        from websockets.asyncio.client import connect
+
+        async with connect(f"ws://127.0.0.1:{server.port}/v1/stream"):
+            holding.set()
+            await asyncio.get_running_loop().run_in_executor(None, release.wait)
+
     with running(tiny_voice, max_sessions=1) as server:
         c = client(server)
+        holding, release = threading.Event(), threading.Event()
+        socket_thread = threading.Thread(target=lambda: asyncio.run(hold_a_websocket(server, holding, release)))
+        socket_thread.start()
+        try:
+            assert holding.wait(20)
+            with pytest.raises(openai.RateLimitError, match="at capacity"):  # the WebSocket holds the one slot
+                c.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm")
+        finally:
+            release.set()
+            socket_thread.join(20)
+        deadline = time.monotonic() + 10
+        while server.sessions and time.monotonic() < deadline:
+            time.sleep(0.05)
         with c.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input="Again and again. " * 20,
                                                            response_format="pcm") as resp:
-            next(resp.iter_bytes())
-            with pytest.raises(openai.RateLimitError):  # the one slot is taken
-                c.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm")
+            next(resp.iter_bytes())  # then hang up, mid-stream
         deadline = time.monotonic() + 10
         while server.openai.active and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -247,24 +247,27 @@ class OpenAIFront(Door):
             await response.write(data)
 
         try:
-            async for item in utterance.items():
-                pcm = getattr(item, "pcm", None)
-                if pcm is not None:
-                    await send(encoder.encode(pcm))
-        except SynthesisFailed as e:
-            log.error("OpenAI speech request failed: %s", e)
-            if not started:
-                raise ApiError(500, "synthesis failed", kind="server_error") from None
-            return response  # mid-stream: the truncated body is all a client can be told
-        await send(encoder.finish())
-        if not started:
-            await response.prepare(request)
-        if sse:
-            stats = utterance.stats or {}
-            done = {"type": "speech.audio.done",
-                    "usage": {"input_tokens": len(req.input), "output_tokens": stats.get("frames", 0),
-                              "total_tokens": len(req.input) + stats.get("frames", 0)},
-                    "voicespec": {**stats, "wall_s": round(time.perf_counter() - t0, 4)}}
-            await response.write(f"data: {json.dumps(done)}\n\n".encode())
-        await response.write_eof()
+            try:
+                async for item in utterance.items():
+                    pcm = getattr(item, "pcm", None)
+                    if pcm is not None:
+                        await send(encoder.encode(pcm))
+            except SynthesisFailed as e:
+                log.error("OpenAI speech request failed: %s", e)
+                if not started:
+                    raise ApiError(500, "synthesis failed", kind="server_error") from None
+                return response  # mid-stream: the truncated body is all a client can be told
+            await send(encoder.finish())
+            if not response.prepared:
+                await response.prepare(request)
+            if sse:
+                stats = utterance.stats or {}
+                done = {"type": "speech.audio.done",
+                        "usage": {"input_tokens": len(req.input), "output_tokens": stats.get("frames", 0),
+                                  "total_tokens": len(req.input) + stats.get("frames", 0)},
+                        "voicespec": {**stats, "wall_s": round(time.perf_counter() - t0, 4)}}
+                await response.write(f"data: {json.dumps(done)}\n\n".encode())
+            await response.write_eof()
+        except ConnectionResetError:  # the client hung up mid-stream: speech() cancels its utterance
+            pass
         return response

@@ -2,9 +2,10 @@
 
 A :class:`Session` turns client messages into contexts (text buffered until a sentence is
 complete, then handed to the decode worker as a :class:`~voicespec.serve.scheduler.Job`), and
-sends what the worker produces back in order through one outgoing queue. Audio in that queue
-holds a credit (``send_queue_chunks`` per connection), so a client that reads slowly pauses only
-its own contexts. It knows nothing of the listening socket or HTTP (``server.py``, ``http.py``).
+sends what the worker produces back in order through its :class:`~voicespec.serve.outbox.Outbox`
+(credits, sends, a slow reader). Request options are :mod:`voicespec.serve.requests`'s, ``done``
+statistics :mod:`voicespec.serve.done`'s. It knows nothing of the listening socket or HTTP
+(``server.py``, ``http.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import contextlib
 import logging
 import time
 import unicodedata
-from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,7 +37,8 @@ from voicespec.serve.encoders import Encoder, make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.requests import Asked, UnknownDrafter, request_options
-from voicespec.serve.scheduler import FINISHED, Credits, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
+from voicespec.serve.outbox import Out, Outbox
+from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
 from voicespec.serve.voices import VoiceLoadError, VoiceSet
 
 log = logging.getLogger("voicespec.server")
@@ -62,13 +63,6 @@ class _Context:
     text_error: str | None = None  # why its last unspeakable piece was refused (the front end's TextError)
 
 
-@dataclass(frozen=True)
-class _Out:
-    kind: str  # "msg" (payload: JSON text), "audio" (payload: float PCM), "done" (built when sent)
-    ctx: _Context | None
-    payload: Any = None
-
-
 class Session:
     """One WebSocket connection: its settings, contexts and outgoing queue.
 
@@ -89,100 +83,33 @@ class Session:
         self.options: SynthesisOptions | None = None
         self.pacing_lead_s = self.cfg.pacing_lead_s
         self.contexts: dict[str, _Context] = {}
-        self.credits = Credits()
-        self.outbox: deque[_Out] = deque()
-        self.outbox_ready = asyncio.Event()
-        self.sending = False  # a send is in flight (popped from the outbox, not yet written)
-        self.closing = False
+        self.out = Outbox(ws, config, metrics, worker, self._frame, self._done)
+        self.credits = self.out.credits
         self.messages = Bucket(config.max_messages_per_s, 2 * config.max_messages_per_s)
         self.text_chars = Bucket(config.max_text_chars_per_s, 2 * config.max_text_chars_per_s)
         self._closer: asyncio.Future | None = None  # the close of an idle client (_hang_up), kept referenced
 
-    # -- outgoing
+    # -- outgoing (the queue and its sends: outbox.py)
 
-    def put(self, out: _Out) -> None:
-        self.outbox.append(out)
-        self.outbox_ready.set()
-        # Messages the client provokes (errors, acks) are not bounded by the audio credits; a
-        # client that keeps sending without reading is cut off rather than queued for forever.
-        if len(self.outbox) > 4 * self.cfg.send_queue_chunks + 256 and not self.closing:
-            self.closing = True
-            self.metrics.error(P.SLOW_CLIENT)
-            asyncio.ensure_future(self.ws.close(P.CLOSE_SLOW_CLIENT, "client is not reading its messages"))
+    def put(self, out: Out) -> None:
+        self.out.put(out)
 
     def error(self, code: str, text: str, cid: str | None = None, fatal: bool = False, ended: bool = False) -> None:
-        self.metrics.error(code)
-        self.put(_Out("msg", None, P.error_message(code, text, cid, fatal, ended)))
+        self.out.error(code, text, cid, fatal, ended)
 
-    async def sender(self) -> None:
-        try:
-            await self._send_loop()
-        except ConnectionClosed:
-            raise
-        except Exception as e:  # a bug while sending: the client still hears why the socket closes
-            log.exception("sending to a client failed")
-            self.metrics.error(P.INTERNAL)
-            with contextlib.suppress(ConnectionClosed):
-                await self.ws.send(P.error_message(P.INTERNAL, f"internal error ({type(e).__name__}); closing "
-                                                   "the connection", None, True, False))
-                await self.ws.close(P.CLOSE_INTERNAL, "internal error")
-
-    async def _send_loop(self) -> None:
-        while True:
-            while not self.outbox:
-                self.outbox_ready.clear()
-                await self.outbox_ready.wait()
-            out = self.outbox.popleft()
-            if out.kind == "audio":
-                try:
-                    if not out.ctx.cancelled:
-                        await self._send_audio(out.ctx, out.payload)
-                finally:
-                    self._release_credit()
-                continue
-            if out.ctx is not None and out.ctx.cancelled:
-                continue
-            if out.kind == "done":
-                await self._send_audio(out.ctx, None)
-                await self._send(self._done(out.ctx))
-            else:
-                await self._send(out.payload)
-
-    async def _send(self, payload: str | bytes) -> None:
-        """Send, or close the connection if the client has stopped reading (no progress for
-        ``stalled_send_timeout_s``): its slot and its contexts' cache rows are freed now."""
-        self.sending = True
-        try:
-            await asyncio.wait_for(self.ws.send(payload), self.cfg.stalled_send_timeout_s)
-        except TimeoutError:
-            self.metrics.error(P.SLOW_CLIENT)
-            self.closing = True
-            self.ws.transport.abort()  # nothing more can be written to it, not even a close frame
-            raise ConnectionClosed(None, None) from None
-        finally:
-            self.sending = False
-
-    def _release_credit(self) -> None:
-        full = self.credits.outstanding >= self.cfg.send_queue_chunks
-        self.credits.released += 1
-        if full:  # the worker may be skipping this session's contexts: let it look again
-            self.worker.wake()
-
-    async def _send_audio(self, ctx: _Context, pcm: torch.Tensor | None) -> None:
-        """One chunk of the context's audio (None: the encoder's tail, at the context's end)."""
+    def _frame(self, ctx: _Context, pcm: torch.Tensor | None) -> str | bytes | None:
+        """One chunk of the context's audio as it goes out (None: the encoder's tail, at its end)."""
         start = self.started
         payload = ctx.encoder.encode(pcm) if pcm is not None else ctx.encoder.finish()
         ctx.samples_sent += 0 if pcm is None else pcm.numel()
         if not payload:  # opus: no page completed yet
-            return
+            return None
         if start.audio_transport == "binary":
             data: str | bytes = P.encode_frame(ctx.id, ctx.seq, payload, start.encoding)
         else:
             data = P.audio_message(ctx.id, ctx.seq, payload, start.encoding)
-        await self._send(data)
         ctx.seq += 1
-        if ctx.t_first_audio is None:
-            ctx.t_first_audio = time.perf_counter()
+        return data
 
     def _done(self, ctx: _Context) -> str:
         stats = done_stats(ctx.job, ctx.samples_sent, ctx.t_ready, ctx.t_first_audio, self.metrics)
@@ -194,20 +121,20 @@ class Session:
         ctx = job.ctx
         if ctx.cancelled:
             if isinstance(item, AudioChunk):
-                self._release_credit()
+                self.out.release_credit()
             return
         if isinstance(item, AudioChunk):
-            self.put(_Out("audio", ctx, item.pcm))  # its credit is released by the sender
+            self.put(Out("audio", ctx, item.pcm))  # its credit is released by the sender
         elif isinstance(item, Timestamps):
             fields = {"words": [w.to_dict() for w in item.words]}
             if self.started.phoneme_timestamps:
                 fields["phonemes"] = [p.to_dict() for p in item.phonemes]
-            self.put(_Out("msg", ctx, P.message("timestamps", context_id=ctx.id, sentence=item.sentence, **fields)))
+            self.put(Out("msg", ctx, P.message("timestamps", context_id=ctx.id, sentence=item.sentence, **fields)))
         elif isinstance(item, FlushMark):
-            self.put(_Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=item.flush_id)))
+            self.put(Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=item.flush_id)))
         elif item is FINISHED:
             self._forget(ctx)
-            self.put(_Out("done", ctx))
+            self.put(Out("done", ctx))
         elif isinstance(item, Failed):
             self._forget(ctx)
             ctx.cancelled = True
@@ -241,7 +168,7 @@ class Session:
         await self._dispatch(msg)
 
     def _parse(self, raw: str | bytes) -> P.ClientMessage | None:
-        if self.closing:
+        if self.out.closing:
             return None
         if not self.messages.take():
             self.reject(P.RATE_LIMITED, f"more than {self.cfg.max_messages_per_s:g} messages per second; closing",
@@ -285,14 +212,14 @@ class Session:
 
     def reject(self, code: str, text: str, close_code: int) -> None:
         """A fatal error: the error frame, then the close once it is sent (once per connection)."""
-        if self.closing:
+        if self.out.closing:
             return
         self.error(code, text, fatal=True)
-        self.closing = True
+        self.out.closing = True
         asyncio.ensure_future(self._close_after_drain(close_code, code))
 
     async def _close_after_drain(self, code: int, reason: str) -> None:
-        await self._drain()
+        await self.out.drain()
         await self.ws.close(code, reason)
 
     def _voice(self, name: str | None, cid: str | None = None) -> Voice:
@@ -322,7 +249,7 @@ class Session:
         if msg.pacing_lead_ms is not None:
             self.pacing_lead_s = msg.pacing_lead_ms / 1000
         decode = options.decode
-        self.put(_Out("msg", None, P.message(
+        self.put(Out("msg", None, P.message(
             "ready", protocol=P.VERSION, protocol_version=P.PROTOCOL_VERSION, voice=voice.name,
             sample_rate=options.sample_rate, channels=1, encoding=msg.encoding, audio_transport=msg.audio_transport,
             drafter=options.drafter, gamma=decode.gamma, latency_budget_ms=msg.latency_budget_ms, seed=msg.seed,
@@ -437,12 +364,12 @@ class Session:
     async def _flush(self, msg: P.Flush) -> None:
         ctx = self._context(msg.context_id, create=False)
         if ctx is None:  # nothing pending: acknowledge at once
-            self.put(_Out("msg", None, P.message("flushed", context_id=msg.context_id, flush_id=msg.flush_id)))
+            self.put(Out("msg", None, P.message("flushed", context_id=msg.context_id, flush_id=msg.flush_id)))
             return
         if not ctx.ended:
             await self._release_buffer(ctx)
         if ctx.job is None:
-            self.put(_Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=msg.flush_id)))
+            self.put(Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=msg.flush_id)))
         else:
             ctx.job.stream.mark_flush(msg.flush_id)
             self._bump(ctx)
@@ -471,7 +398,7 @@ class Session:
         if ctx is not None:
             self._drop(ctx)
             self.metrics.finished("cancelled")
-        self.put(_Out("msg", None, P.message("cancelled", context_id=cid)))
+        self.put(Out("msg", None, P.message("cancelled", context_id=cid)))
 
     def _drop(self, ctx: _Context) -> None:
         ctx.cancelled = True
@@ -482,7 +409,7 @@ class Session:
 
     def busy(self) -> bool:
         """Audio is being made or sent (a context waiting for more text does not count)."""
-        return bool(self.outbox) or any(
+        return self.out.pending or any(
             c.job is not None and not c.job.finished and c.job.starved_at != c.job.input_version
             for c in self.contexts.values())
 
@@ -496,7 +423,7 @@ class Session:
 
     async def serve(self) -> None:
         """Read client messages until the socket closes or goes idle; then stop every context."""
-        sender = asyncio.create_task(self.sender())
+        sender = asyncio.create_task(self.out.run())
         try:
             await self._receive(sender)
         except ConnectionClosed:
@@ -539,11 +466,5 @@ class Session:
         client that never answers would otherwise hold its session slot for websockets' close
         timeout (10 s) after the server has given up on it (issue 39)."""
         self.error(P.INACTIVE, text, fatal=True)
-        await self._drain()
+        await self.out.drain()
         self._closer = asyncio.ensure_future(self.ws.close(P.CLOSE_INACTIVE, reason))
-
-    async def _drain(self, timeout: float = 2.0) -> None:
-        """Let the sender flush what is queued (a final error message) before closing."""
-        t = time.monotonic() + timeout
-        while (self.outbox or self.sending) and time.monotonic() < t:
-            await asyncio.sleep(0.01)
