@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, ControllerMemory, expected_steps, step_cost, tree_text
+from voicespec.engine.controller import AdaptiveGamma, ControllerConfig, ControllerMemory, expected_steps, step_cost
+from voicespec.engine.tree_shapes import tree_text
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.work import drive_batch
 from voicespec.pipeline.voice import load_voice

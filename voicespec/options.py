@@ -11,7 +11,8 @@ from typing import Any
 
 from voicespec.checks import is_int, is_number
 from voicespec.engine.config import SamplingConfig
-from voicespec.engine.controller import TreeSpec, check_gamma, check_tree
+from voicespec.engine.controller import check_gamma
+from voicespec.engine.tree_shapes import TreeSpec, check_tree
 
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)  # output rates a request may ask for
 SPEED_RANGE = (0.5, 2.0)  # speaking speed relative to the voice's own (durations divided by it)

@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from voicespec.bench.cli import add_bench_args, config_from_args
+from voicespec.cli.bench import add_bench_args, config_from_args
 from voicespec.bench.config import BUILTIN_PROMPTS, BenchConfig, read_prompts
 from voicespec.bench.summary import MethodSummary
 from voicespec.cli import Parser, main

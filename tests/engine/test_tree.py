@@ -13,7 +13,8 @@ import torch
 
 import voicespec.engine.tree as tree_module
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import DEFAULT_TREES, ControllerConfig, DynamicTree, check_tree
+from voicespec.engine.controller import ControllerConfig
+from voicespec.engine.tree_shapes import DEFAULT_TREES, DynamicTree, check_tree
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import FeatureDrafter, MedusaDrafter
 from voicespec.engine.drafters.base import DraftContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from voicespec.engine.controller import TreeSpec, check_tree
+from voicespec.engine.tree_shapes import TreeSpec, check_tree
 from voicespec.options import check_device, check_dtype
 from voicespec.threads import DEFAULT_THREADS
 from voicespec.paths import SAMPLES_DIR

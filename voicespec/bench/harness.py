@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import DynamicTree, tree_text
+from voicespec.engine.tree_shapes import DynamicTree, tree_text
 from voicespec.engine.drafters import Drafter
 from voicespec.pipeline.synthesis import sentence_config
 from voicespec.pipeline.voice import Voice

@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import DynamicTree, TreeSpec
+from voicespec.engine.tree_shapes import DynamicTree, TreeSpec
 
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import Drafter

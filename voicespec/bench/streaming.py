@@ -14,7 +14,7 @@ from typing import Any
 
 from voicespec.serve.playout import LeadPoint, gaps, playout, playout_timeline
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import TreeSpec
+from voicespec.engine.tree_shapes import TreeSpec
 from voicespec.pipeline.synthesis import SynthesisOptions, SynthesisStream
 from voicespec.pipeline.voice import Voice
 from voicespec.bench.dist import percentiles

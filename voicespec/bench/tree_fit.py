@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from voicespec.engine.config import DecodeConfig, SamplingConfig
-from voicespec.engine.controller import StaticTree, check_branching, tree_counts, tree_nodes, tree_text
+from voicespec.engine.tree_shapes import StaticTree, check_branching, tree_counts, tree_nodes, tree_text
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.layout import Prompt
 

@@ -1,7 +1,7 @@
 """The ``voicespec`` command line. Bad arguments give one ``voicespec: error: ...`` line, exit 2.
 
 Lazy by design: building the parser imports no torch or transformers. Every command's arguments
-come from light modules (:mod:`.args`, :mod:`.train`, :mod:`.evaluate`, :mod:`voicespec.bench.cli`)
+come from light modules (:mod:`.args`, :mod:`.train`, :mod:`.evaluate`, :mod:`.bench`)
 whose defaults are standard-library dataclasses; the work runs in the command's own module,
 imported when it runs.
 """
@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from voicespec.bench import cli as B
+from voicespec.cli import bench as B
 from voicespec.cli import args as A
 from voicespec.cli.args import CliError, Parser
 from voicespec.cli import evaluate as E
@@ -194,7 +194,7 @@ def build_parser() -> Parser:
     p = sub.add_parser("bench", help="latency-budget evaluation: plain vs every drafter and γ, transformers peers, "
                                      "streaming, server load")
     B.add_bench_args(p)
-    p.set_defaults(func=_run("voicespec.bench.cli", "run_bench"))
+    p.set_defaults(func=_run("voicespec.cli.bench", "run_bench"))
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
     p.add_argument("--layout", choices=["flat", "delay", "aligned", "coarse"], default="delay",

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from voicespec.checks import is_int
 from voicespec.engine.controller import (
-    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, DynamicTree, FixedGamma, StaticTree, TreeSpec,
-    check_gamma, check_tree,
+    AdaptiveGamma, Controller, ControllerConfig, ControllerMemory, FixedGamma, check_gamma,
 )
+from voicespec.engine.tree_shapes import DynamicTree, StaticTree, TreeSpec, check_tree
 
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 100.0

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from voicespec.engine.config import DecodeConfig
-from voicespec.engine.controller import ControllerMemory, DynamicTree
+from voicespec.engine.controller import ControllerMemory
+from voicespec.engine.tree_shapes import DynamicTree
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import FrameAssembler, Prompt
 from voicespec.engine.step_lm import LMSession, Pass, StepLM

@@ -26,7 +26,7 @@ from functools import cached_property, lru_cache
 
 import torch
 
-from voicespec.engine.controller import StaticTree, check_branching, tree_counts, tree_text
+from voicespec.engine.tree_shapes import StaticTree, check_branching, tree_counts, tree_text
 from voicespec.engine.sampling import sample
 from voicespec.engine.verify import residual
 

@@ -175,7 +175,7 @@ class SynthesisStream:
         s.wall_s = now
         return AudioChunk(pcm, sentence)
 
-    def _sentence(self, i: int, decoder, resampler: StreamingResampler) -> Iterator[AudioChunk | None]:
+    def _sentence(self, i: int, codec_stream, resampler: StreamingResampler) -> Iterator[AudioChunk | None]:
         """Decode sentence ``i`` through the shared codec decoder; per step that completed frames,
         a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
@@ -200,7 +200,7 @@ class SynthesisStream:
             self._pushed = True
             # Yielded: a scheduler decodes many sessions' frames in one call, or on another thread
             # (then the chunk goes out from there and this gets DEFERRED back).
-            return (yield CodecPush(decoder, frames, partial(self._finish, resampler, i, frames.shape[1])))
+            return (yield CodecPush(codec_stream, frames, partial(self._finish, resampler, i, frames.shape[1])))
 
         try:
             if replay is not None:
@@ -252,9 +252,9 @@ class SynthesisStream:
         self.stats.codec_s += seconds
         return self._emit(torch.cat([resampler.push(pcm), resampler.flush()]), sentence)
 
-    def _flush_codec(self, decoder, resampler: StreamingResampler, sentence: int) -> Generator[CodecFlush, Any, Any]:
+    def _flush_codec(self, codec_stream, resampler: StreamingResampler, sentence: int) -> Generator[CodecFlush, Any, Any]:
         self._pushed = False
-        return (yield CodecFlush(decoder, partial(self._finish_tail, resampler, sentence)))
+        return (yield CodecFlush(codec_stream, partial(self._finish_tail, resampler, sentence)))
 
     def _next_step(self, i: int) -> Step | Any:
         """What to do once ``i`` sentences are decoded; a subclass whose text arrives while it runs
@@ -274,16 +274,16 @@ class SynthesisStream:
     def run(self) -> Generator[Any, Any, None]:
         """:meth:`__iter__` as a coroutine that also yields its model calls (:class:`~voicespec.engine.work.Work`)
         and expects each one's result back: the form a batching scheduler drives."""
-        decoder, resampler = self._waveform()
+        codec_stream, resampler = self._waveform()
         self._pushed = False  # frames pushed into the codec since its last flush
         i = 0
         while not self.cancelled:
             step = self._next_step(i)
             if i in self.script.pauses and step in (Step.SENTENCE, Step.END):  # a <break>: the waveform ends, silence
                 if self._pushed:
-                    if isinstance(tail := (yield from self._flush_codec(decoder, resampler, i - 1)), AudioChunk):
+                    if isinstance(tail := (yield from self._flush_codec(codec_stream, resampler, i - 1)), AudioChunk):
                         yield tail
-                    decoder, resampler = self._waveform()
+                    codec_stream, resampler = self._waveform()
                 if isinstance(silence := self._silence(i, max(i - 1, 0)), AudioChunk):
                     yield silence
             if step is Step.END:
@@ -291,7 +291,7 @@ class SynthesisStream:
             if step is Step.WAIT:
                 yield None
             elif step is Step.SENTENCE:
-                sentence, result = self._sentence(i, decoder, resampler), None
+                sentence, result = self._sentence(i, codec_stream, resampler), None
                 try:
                     while True:
                         try:
@@ -308,14 +308,14 @@ class SynthesisStream:
                 i += 1
             else:
                 if self._pushed:
-                    if isinstance(tail := (yield from self._flush_codec(decoder, resampler, i - 1)), AudioChunk):
+                    if isinstance(tail := (yield from self._flush_codec(codec_stream, resampler, i - 1)), AudioChunk):
                         yield tail
-                    decoder, resampler = self._waveform()
+                    codec_stream, resampler = self._waveform()
                 yield step
         if self.cancelled:
             self.stats.decode.finish_reason = "cancelled"
         elif self._pushed:
-            if isinstance(tail := (yield from self._flush_codec(decoder, resampler, i - 1)), AudioChunk):
+            if isinstance(tail := (yield from self._flush_codec(codec_stream, resampler, i - 1)), AudioChunk):
                 yield tail
         self.stats.wall_s = time.perf_counter() - self._t0
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicespec.checks import is_int, is_number
-from voicespec.engine.controller import check_gamma, check_tree
+from voicespec.engine.controller import check_gamma
+from voicespec.engine.tree_shapes import check_tree
 from voicespec.options import (ENCODINGS, SAMPLING_OPTIONS, check_encoding, check_sample_rate, check_speed,
                                encoding_rate)
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from voicespec.engine.config import DecodeConfig
-from voicespec.engine.controller import ControllerConfig, TreeSpec
+from voicespec.engine.controller import ControllerConfig
+from voicespec.engine.tree_shapes import TreeSpec
 from voicespec.options import encoding_rate
 from voicespec.pipeline.synthesis import SynthesisOptions
 from voicespec.pipeline.voice import Voice

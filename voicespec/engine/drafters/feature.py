@@ -17,7 +17,7 @@ import torch
 
 from voicespec.engine.drafters.base import Draft, DraftContext, draft_loop
 from voicespec.engine.layout import LayoutState, Prompt, TokenLayout
-from voicespec.engine.controller import DEFAULT_TREES, DynamicTree, StaticTree, parse_static_tree
+from voicespec.engine.tree_shapes import DEFAULT_TREES, DynamicTree, StaticTree, parse_static_tree
 from voicespec.engine.tree import DraftTree, TreeShape
 
 if TYPE_CHECKING:  # the engine does not import model code; it is handed the models

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from voicespec.bench.config import BenchConfig, read_prompts
-from voicespec.engine.controller import TreeSpec
+from voicespec.engine.tree_shapes import TreeSpec
 from voicespec.cli.args import device_arg, dtype_arg
 from voicespec.options import DEVICE_HELP, DTYPE_HELP
 from voicespec.threads import THREADS_HELP, use_threads
@@ -141,7 +141,7 @@ def _fit_trees(args: argparse.Namespace, config: BenchConfig) -> int:
     import json
 
     from voicespec.bench.tree_fit import fit_markdown, fit_voice
-    from voicespec.engine.controller import DynamicTree
+    from voicespec.engine.tree_shapes import DynamicTree
     from voicespec.pipeline.voice import load_voice
 
     voice = load_voice(config.voice, config.device, config.dtype)
