@@ -38,6 +38,7 @@ from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.requests import Asked, UnknownDrafter, request_options
 from voicespec.serve.outbox import Out, Outbox
+from voicespec.serve.reader import Reader
 from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
 from voicespec.serve.voices import VoiceLoadError, VoiceSet
 
@@ -87,7 +88,7 @@ class Session:
         self.credits = self.out.credits
         self.messages = Bucket(config.max_messages_per_s, 2 * config.max_messages_per_s)
         self.text_chars = Bucket(config.max_text_chars_per_s, 2 * config.max_text_chars_per_s)
-        self._closer: asyncio.Future | None = None  # the close of an idle client (_hang_up), kept referenced
+        self.reader = Reader(ws, config, self.out)  # its messages in order, and the deadlines of an idle client
 
     # -- outgoing (the queue and its sends: outbox.py)
 
@@ -425,7 +426,7 @@ class Session:
         """Read client messages until the socket closes or goes idle; then stop every context."""
         sender = asyncio.create_task(self.out.run())
         try:
-            await self._receive(sender)
+            await self.reader.run(sender, self.receive, lambda: self.started is not None, self.busy)
         except ConnectionClosed:
             pass
         finally:
@@ -433,38 +434,3 @@ class Session:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await sender  # its end is expected here: not an unretrieved task exception
-
-    async def _receive(self, sender: asyncio.Task) -> None:
-        ws, timeout = self.ws, self.cfg.inactivity_timeout_s
-        idle_since = opened = time.monotonic()
-        while True:
-            recv = asyncio.ensure_future(ws.recv())
-            wait = timeout if self.started else min(timeout, max(0.0, opened + self.cfg.start_timeout_s - time.monotonic()))
-            done, _ = await asyncio.wait({recv, sender}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
-            if sender in done:  # the sender died (socket closed while sending): stop
-                recv.cancel()
-                sender.result()
-                return
-            if recv not in done and self.started is None and time.monotonic() - opened >= self.cfg.start_timeout_s:
-                recv.cancel()
-                await self._hang_up(f"no 'start' within {self.cfg.start_timeout_s:g} s; closing", "no start")
-                return
-            if recv not in done:
-                recv.cancel()
-                if self.busy():  # synthesizing or sending: not idle
-                    idle_since = time.monotonic()
-                    continue
-                if time.monotonic() - idle_since >= timeout:
-                    await self._hang_up(f"no messages for {timeout:g} s; closing", "inactivity timeout")
-                    return
-                continue
-            await self.receive(recv.result())
-            idle_since = time.monotonic()
-
-    async def _hang_up(self, text: str, reason: str) -> None:
-        """An idle client is told why, then closed without waiting for its closing handshake: a
-        client that never answers would otherwise hold its session slot for websockets' close
-        timeout (10 s) after the server has given up on it (issue 39)."""
-        self.error(P.INACTIVE, text, fatal=True)
-        await self.out.drain()
-        self._closer = asyncio.ensure_future(self.ws.close(P.CLOSE_INACTIVE, reason))
