@@ -157,7 +157,8 @@ def test_a_tick_past_its_cap_is_shared_between_connections_not_contexts():
     from voicespec.serve.scheduler import Job, fair_share
 
     many, one = object(), object()
-    jobs = [Job(None, f"m{i}", many, None, None) for i in range(8)] + [Job(None, "solo", one, None, None)]
+    jobs = [Job(None, f"m{i}", many, None, None, t_waiting=0.0) for i in range(8)] + \
+        [Job(None, "solo", one, None, None, t_waiting=0.0)]  # equal slack: the least recently stepped first
     assert fair_share(jobs, None) == jobs and fair_share(jobs, 9) == jobs  # under the cap: everyone
     stepped: list[list[str]] = []
     for tick in range(6):
@@ -169,9 +170,30 @@ def test_a_tick_past_its_cap_is_shared_between_connections_not_contexts():
     counts = {f"m{i}": sum(f"m{i}" in t for t in stepped) for i in range(8)}
     assert set(counts.values()) <= {2, 3} and sum(counts.values()) == 18  # 3 a tick, rotated evenly
     # more connections than the cap: each waits its turn, the longest-waiting first
-    solos = [Job(None, f"s{i}", object(), None, None) for i in range(5)]
+    solos = [Job(None, f"s{i}", object(), None, None, t_waiting=0.0) for i in range(5)]
     first = fair_share(solos, 2)
     for job in first:
         job.last_tick = 0
     second = fair_share(solos, 2)
     assert not set(first) & set(second)
+
+
+def test_past_its_cap_a_tick_serves_the_least_slack_first():
+    """Newcomers by how long they have waited for their first audio (first come, first served:
+    a burst does not share the ticks evenly until every one of them waits for the whole burst),
+    and a stream about to run dry before one with audio to spare; one context per connection a round."""
+    from voicespec.serve.scheduler import Job, fair_share
+
+    now = 100.0
+    newcomers = [Job(None, f"n{i}", object(), None, None, t_waiting=now - 0.1 * i) for i in range(6)]
+    assert [j.ctx for j in fair_share(newcomers, 3, now)] == ["n5", "n4", "n3"]  # the longest waiting
+    dry, ahead = (Job(None, name, object(), None, None, t_waiting=0.0) for name in ("dry", "ahead"))
+    dry.play_end, ahead.play_end = now - 0.1, now + 2.0  # its client ran dry 0.1 s ago; 2 s of audio to spare
+    assert dry.slack_s(now) == pytest.approx(-0.1) and ahead.slack_s(now) == pytest.approx(2.0)
+    paused = Job(None, "paused", object(), None, None, t_waiting=now - 0.05)
+    paused.play_end = now - 30  # its text stopped for half a minute, then came again: a newcomer's wait, not 30 s late
+    assert paused.slack_s(now) == pytest.approx(-0.05)
+    assert [j.ctx for j in fair_share([ahead, dry, newcomers[0]], 2, now)] == ["dry", "n0"]
+    busy = object()  # one connection's many urgent contexts still take one place a round
+    crowd = [Job(None, f"c{i}", busy, None, None, t_waiting=now - 9) for i in range(4)]
+    assert [j.ctx for j in fair_share(crowd + [ahead], 2, now)] == ["c0", "ahead"]

@@ -7,5 +7,8 @@ Each module does one job: :mod:`.runner` (interleaved A/B decoding), :mod:`.idea
 model), :mod:`.dist` (percentiles, pairwise ratios), :mod:`.summary` (per-method figures),
 :mod:`.peer` (``generate()``), :mod:`.streaming`, :mod:`.load`, :mod:`.budget`, :mod:`.machine`
 (environment, memory), :mod:`.report` (JSON, Markdown), :mod:`.plots`, :mod:`.harness` (the phases
-in order) and :mod:`.cli` (the command).
+in order); its arguments are :mod:`voicespec.cli.bench`. :mod:`.stress` is ``voicespec stress``, the
+server against hostile clients.
 """
+
+STRESS_PHASES = ("fuzz", "disconnects", "cpu", "contexts", "soak")  # voicespec stress's phases, in the order they run

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from voicespec.bench import STRESS_PHASES
 from voicespec.cli import bench as B
 from voicespec.cli import args as A
 from voicespec.cli.args import CliError, Parser
@@ -169,6 +170,8 @@ def build_parser() -> Parser:
                         "sockets of 8 long contexts each (0: no floods)")
     p.add_argument("--flood-sockets", type=A.positive(int, "flood sockets"), default=12, help="sockets of the contexts flood")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated messages")
+    p.add_argument("--phases", type=A.names_arg(STRESS_PHASES, "phases"), default=",".join(STRESS_PHASES),
+                   help=f"the phases to run, comma-separated: {', '.join(STRESS_PHASES)}")
     p.add_argument("--out", help="also write the report as JSON here")
     p.set_defaults(func=_cmd("cmd_stress"))
 

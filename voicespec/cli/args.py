@@ -85,6 +85,17 @@ def _ids(value: str) -> list[int]:
 ids_arg = _typed(_ids, "ids")
 
 
+def names_arg(allowed: tuple[str, ...], what: str):
+    """A comma-separated subset of ``allowed``, kept in the order given."""
+    def parse(value: str) -> tuple[str, ...]:
+        names = tuple(x for x in value.replace(",", " ").split())
+        unknown = [x for x in names if x not in allowed]
+        if unknown or not names:
+            raise ValueError(f"{what} must be some of {', '.join(allowed)}, got {value!r}")
+        return names
+    return _typed(parse, what)
+
+
 def _port(value: str) -> int:
     try:
         port = int(value)

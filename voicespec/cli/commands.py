@@ -394,7 +394,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
     voice = load_voice(args.model, args.device, args.dtype)
     report = run_stress(voice, StressConfig(messages=args.messages, sockets=args.sockets, disconnects=args.disconnects,
                                             soak_s=args.soak_s, flood_s=args.flood_s, flood_sockets=args.flood_sockets,
-                                            seed=args.seed))
+                                            seed=args.seed, phases=tuple(args.phases)))
     print(report.table())
     if args.out:
         Path(args.out).write_text(json.dumps(report.to_dict(), indent=1) + "\n")

@@ -12,12 +12,13 @@ real time. Each context's tokens are what it would decode alone: its code is the
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from voicespec.engine.step_lm import Pass
@@ -112,7 +113,16 @@ class Job:
     it: Generator[Any, Any, None] | None = None
     work: Work | None = None  # the call it is parked at, waiting for the next batch
     failed: bool = False
-    last_tick: int = -1  # the tick it last stepped in (fair_share serves the least recent first)
+    last_tick: int = -1  # the tick it last stepped in (fair_share: among equal slack, the least recent first)
+    play_end: float | None = None  # when its client's audio runs out, played in real time from each chunk's arrival
+    t_waiting: float = field(default_factory=time.perf_counter)  # since when it has had text and no audio for it
+    idle: bool = False  # it ran out of text; t_waiting restarts when more comes
+
+    def slack_s(self, now: float) -> float:
+        """How far its client's audio runs ahead of real time (s); negative: it has run dry that
+        long, or a newcomer (or text after a pause) has waited that long for audio. A newcomer's
+        wait and a stream's underrun count alike; a pause in the text counts as neither."""
+        return max(self.t_waiting, self.play_end if self.play_end is not None else -math.inf) - now
 
 
 class _Finished:
@@ -127,19 +137,23 @@ class Failed:
 FINISHED = _Finished()
 
 
-def fair_share(ready: list[Job], cap: int | None) -> list[Job]:
+def fair_share(ready: list[Job], cap: int | None, now: float | None = None) -> list[Job]:
     """The jobs one tick steps: all of ``ready``, or, past ``cap``, ``cap`` of them shared round
-    robin between connections (one context of each per round, each connection's least recently
-    stepped first, connections whose wait is longest first). A tick's cost grows with the
-    contexts in it, so without this a connection with many contexts slowed every neighbour's
-    audio by its own count (issue 39: 12 sockets x 8 contexts left a one-context neighbour at
-    TTFA 4.8 s); with it a connection's contexts share its turn."""
+    robin between connections (one context of each per round), least slack first
+    (:meth:`Job.slack_s`: the newcomer waiting longest for its first audio, the stream nearest
+    to running dry), then least recently stepped. A tick's cost grows with the contexts in it,
+    so without the rounds a connection with many contexts slowed every neighbour's audio by its
+    own count (issue 39: 12 sockets x 8 contexts left a one-context neighbour at TTFA 4.8 s);
+    without the slack order a burst of newcomers shares the ticks evenly and every one of them
+    waits for the whole burst (50 at once: TTFA 1.1 s each) where first come, first served
+    gives most of them their first audio sooner."""
     if cap is None or len(ready) <= cap:
         return ready
+    now = time.perf_counter() if now is None else now
     queues: dict[int, deque[Job]] = {}
-    for job in sorted(ready, key=lambda j: j.last_tick):
+    for job in sorted(ready, key=lambda j: (j.slack_s(now), j.last_tick)):
         queues.setdefault(id(job.session), deque()).append(job)
-    rounds, chosen = list(queues.values()), []
+    rounds, chosen = list(queues.values()), []  # connections in the order of their most urgent context
     while len(chosen) < cap:
         for q in rounds:
             if q and len(chosen) < cap:
@@ -253,10 +267,12 @@ class DecodeWorker:
                 if ahead > 0:
                     wait = ahead if wait is None else min(wait, ahead)
                     continue
+            if job.idle:  # text again after a pause: its wait for audio starts now
+                job.idle, job.t_waiting = False, now
             ready.append((job, job.input_version))
         self._jobs = keep
         version = dict(ready)
-        ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts)]
+        ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts, now)]
         return ready, (None if ready else wait)
 
     def _run(self) -> None:
@@ -329,7 +345,7 @@ class DecodeWorker:
                     job.work = item
                     return
                 if item is None:
-                    job.starved_at = version
+                    job.starved_at, job.idle = version, True
                     return
                 self._audio.item(job, item)
         except StopIteration:
@@ -345,7 +361,9 @@ class DecodeWorker:
         now = time.perf_counter()
         job.credits.produced += 1
         job.t_first_audio = job.t_first_audio or now
-        job.audio_s += item.pcm.numel() / job.stream.stats.sample_rate
+        seconds = item.pcm.numel() / job.stream.stats.sample_rate
+        job.audio_s += seconds
+        job.play_end = max(job.play_end or now, now) + seconds
         self._audio.deliver(job, item)
 
     def _end(self, job: Job, item: Any) -> None:
