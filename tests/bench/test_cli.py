@@ -122,7 +122,6 @@ def test_stress_command_runs_each_phase_and_finds_nothing_left(tmp_path, capsys)
         assert p["tracebacks"] == 0 and p["bad_closes"] == 0 and p["max_lsb"] <= 1 and p["good_runs"] >= 1, p
         assert p["healthz_p99_ms"] > 0 and 0 < p["good_ttfa_ms"] <= p["good_ttfa_p95_ms"]
         assert p["ttfa_samples"] >= p["good_runs"] and p["rows_left"] == 0 and p["contexts_left"] == 0
-    assert report["phases"][0]["closes"], "the hostile load (its own process) saw the server close its sockets"
     assert code == 0
 
 

@@ -87,6 +87,22 @@ def test_embed_at_is_what_the_target_embeds_at_those_positions():
         assert torch.equal(session.embed_at(steps, start, together=True), same), start
 
 
+def test_newcomers_prefill_in_one_padded_pass_as_each_would_alone():
+    """start_batch: prompts of different lengths in one pass give each session what starting it
+    alone gives (hidden states, then its next pass); a prompt the model cannot read gets its own
+    error and the others start."""
+    target = aligned()
+    prompts = [target.layout.prompt(list(range(1, 2 + 3 * i)), track=track(6 + 3 * i, seed=i)) for i in range(3)]
+    alone = [target.start(p) for p in prompts]
+    together = target.start_batch([prompts[0], Prompt(torch.tensor([1]), prompts[0].steps), prompts[1], prompts[2]])
+    assert isinstance(together[1], ValueError) and "frame-aligned text track" in str(together[1])
+    del together[1]
+    for p, a, b in zip(prompts, alone, together):
+        assert a.length == b.length and a.hidden.shape == b.hidden.shape
+        assert torch.allclose(a.hidden, b.hidden, atol=1e-5)
+        assert torch.allclose(a.forward(p.steps[-1:]), b.forward(p.steps[-1:]), atol=1e-5)
+
+
 def test_track_mismatches_are_clear_errors():
     steps = torch.full((1, 3), 9)  # BOS of 3x8 codes
     with pytest.raises(ValueError, match="frame-aligned text track"):

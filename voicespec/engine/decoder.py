@@ -19,7 +19,7 @@ from voicespec.engine.controller import ControllerMemory
 from voicespec.engine.tree_shapes import DynamicTree
 from voicespec.engine.drafters.base import Draft, DraftContext, Drafter, DraftSession
 from voicespec.engine.layout import FrameAssembler, Prompt
-from voicespec.engine.step_lm import LMSession, Pass, StepLM
+from voicespec.engine.step_lm import LMSession, Pass, Prefill, StepLM
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.stats import DecodeStats
 from voicespec.engine.tree import TreeShape, static_tree, verify_tree_greedy, verify_tree_sampling
@@ -72,23 +72,47 @@ class SpecDecoder:
             )
 
     def generate(self, prompt: Prompt, config: DecodeConfig | None = None) -> Generation:
+        """A generation of ``prompt``, its prompt prefilled now."""
         return Generation(self, prompt, config or self.config)
+
+    def open(self, prompt: Prompt, config: DecodeConfig | None = None) -> Generator[Work, Any, Generation]:
+        """:meth:`generate` as a coroutine: the prefill is yielded (a :class:`Prefill`), so a
+        scheduler prefills the newcomers of a tick in one pass."""
+        config = config or self.config
+        check_prompt(self.target.layout, prompt)
+        work = Prefill(self.target, prompt)
+        session = yield work
+        if isinstance(session, Exception):
+            raise session
+        return Generation(self, prompt, config, (session, work.seconds))
 
     def run_batch(self, prompts: list[Prompt], configs: list[DecodeConfig] | None = None) -> list[torch.Tensor]:
         """Decode several prompts together — each step one batched target pass over all the
         unfinished ones — and return each one's frames ``[K, T]``: what :meth:`Generation.run`
         gives it alone (greedy: token for token; seeded sampling: draw for draw)."""
         configs = configs or [self.config] * len(prompts)
-        return drive_batch([self.generate(p, c).decode() for p, c in zip(prompts, configs)])
+
+        def decode(prompt: Prompt, config: DecodeConfig) -> Generator[Work, Any, torch.Tensor]:
+            return (yield from (yield from self.open(prompt, config)).decode())
+
+        return drive_batch([decode(p, c) for p, c in zip(prompts, configs)])
+
+
+def check_prompt(layout: Any, prompt: Prompt) -> None:
+    """ValueError unless ``prompt``'s steps are ``[P >= 1, groups]`` of ``layout``."""
+    if prompt.steps.ndim != 2 or prompt.steps.shape[0] < 1 or prompt.steps.shape[1] != layout.groups:
+        raise ValueError(f"prompt steps must be [P >= 1, {layout.groups}], got {tuple(prompt.steps.shape)}")
 
 
 class Generation:
     """One request: iterate to get :class:`Chunk` s; ``stats`` is live while it runs."""
 
-    def __init__(self, decoder: SpecDecoder, prompt: Prompt, config: DecodeConfig) -> None:
+    def __init__(self, decoder: SpecDecoder, prompt: Prompt, config: DecodeConfig,
+                 prefilled: tuple[LMSession, float] | None = None) -> None:
+        """``prefilled``: the target's session for ``prompt`` and the seconds its prefill took
+        (:meth:`SpecDecoder.open`); else the prompt is prefilled here."""
         layout = decoder.target.layout
-        if prompt.steps.ndim != 2 or prompt.steps.shape[0] < 1 or prompt.steps.shape[1] != layout.groups:
-            raise ValueError(f"prompt steps must be [P >= 1, {layout.groups}], got {tuple(prompt.steps.shape)}")
+        check_prompt(layout, prompt)
         self.layout = layout
         self.config = config
         self.policy = TokenPolicy(layout, config.sampling)
@@ -120,12 +144,12 @@ class Generation:
             name = getattr(self._drafter, "name", "none")
             raise ValueError(f"drafter {name!r} does not draft trees (the feature drafter does)")
         t0 = time.perf_counter()
-        self.target: LMSession = decoder.target.start(prompt)
+        self.target: LMSession = decoder.target.start(prompt) if prefilled is None else prefilled[0]
         self.draft_session: DraftSession | None = self._drafter.start(prompt) if self._drafter else None
         if hasattr(self.draft_session, "choose"):  # a drafter that chooses among drafters is its own controller
             self.draft_session.configure(config.controller)
             self.controller = self.draft_session
-        self.stats.prefill_s = time.perf_counter() - t0
+        self.stats.prefill_s = time.perf_counter() - t0 + (0.0 if prefilled is None else prefilled[1])
         self.stats.total_s = self.stats.prefill_s
 
     @property

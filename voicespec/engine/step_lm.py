@@ -160,3 +160,39 @@ class Pass(Work):
         for w in works:
             w.seconds, w.batch, w.width = dt, len(works), width
         return logits
+
+
+@dataclass(eq=False)
+class Prefill(Work):
+    """A new session of ``lm`` over ``prompt``: its prompt appended to a fresh cache row; the
+    result is the :class:`LMSession` (or the exception its prompt raised: one bad prompt fails
+    its own request, not the batch). Newcomers in one scheduler tick prefill in one padded pass
+    where the model allows (``start_batch``), not one after another. ``seconds``: that call's time."""
+
+    lm: StepLM
+    prompt: Prompt
+    seconds: float = 0.0
+
+    @classmethod
+    def run(cls, works: list[Prefill]) -> list[LMSession | Exception]:
+        out: list[LMSession | Exception] = [None] * len(works)  # type: ignore[list-item]
+        by_lm: dict[int, list[int]] = {}
+        for i, w in enumerate(works):
+            by_lm.setdefault(id(w.lm), []).append(i)
+        for idx in by_lm.values():
+            t = time.perf_counter()
+            lm = works[idx[0]].lm
+            start_batch = getattr(lm, "start_batch", None)
+            if start_batch is not None:
+                results = start_batch([works[i].prompt for i in idx])
+            else:
+                results = []
+                for i in idx:
+                    try:
+                        results.append(lm.start(works[i].prompt))
+                    except (ValueError, TypeError) as e:
+                        results.append(e)
+            dt = time.perf_counter() - t
+            for i, r in zip(idx, results):
+                out[i], works[i].seconds = r, dt
+        return out

@@ -433,6 +433,42 @@ class CodecStepLM:
             self.oracle = hf_llama(model.backbone)
 
     def start(self, prompt: Prompt) -> CodecLMSession:
+        session = self.start_batch([prompt])[0]
+        if isinstance(session, Exception):
+            raise session
+        return session
+
+    def start_batch(self, prompts: list[Prompt]) -> list[CodecLMSession | ValueError]:
+        """A session per prompt, their prompts appended in one padded pass over the stack (each
+        on its own with the oracle); a prompt this model cannot read gets its ValueError instead."""
+        sessions: list[CodecLMSession | ValueError] = []
+        todo: list[tuple[CodecLMSession, torch.Tensor]] = []  # sessions with a prefix to append, embeds [1, T, D]
+        with torch.inference_mode():
+            for prompt in prompts:
+                try:
+                    session, embeds = self._open(prompt)
+                except ValueError as e:
+                    sessions.append(e)
+                    continue
+                sessions.append(session)
+                if embeds is not None:
+                    todo.append((session, embeds))
+            if self.stack is None:
+                for session, embeds in todo:
+                    session.hidden = session.oracle_hidden(embeds)[0]
+            elif todo:
+                counts = [e.shape[1] for _, e in todo]
+                padded = todo[0][1].new_zeros(len(todo), max(counts), todo[0][1].shape[2])  # [B, T, D]
+                for b, (_, e) in enumerate(todo):
+                    padded[b, : e.shape[1]] = e[0]
+                hidden = self.stack.forward(padded, self.stack.pool, [s.row for s, _ in todo], counts)
+                for b, ((session, _), n) in enumerate(zip(todo, counts)):
+                    session.hidden = hidden[b, :n]
+        return sessions
+
+    def _open(self, prompt: Prompt) -> tuple[CodecLMSession, torch.Tensor | None]:
+        """A session for ``prompt`` and the embeddings ``[1, T, D]`` of what it must append
+        (None: nothing), its length already set to the prompt's context steps."""
         if self.model.aligned and prompt.track is None:
             raise ValueError("this codec LM is conditioned on a frame-aligned text track; the prompt has none")
         if not self.model.aligned and prompt.track is not None:
@@ -443,13 +479,12 @@ class CodecStepLM:
         session = CodecLMSession(self.model, prompt.text.numel(), track, offset=prompt.steps.shape[0] - 1, stack=self.stack,
                                  oracle=self.oracle)
         context = prompt.steps[:-1]
-        if session.prefix or context.shape[0]:
-            with torch.inference_mode():
-                device = self.model.device
-                text, codes = prompt.text.unsqueeze(0).to(device), context.unsqueeze(0).to(device)
-                rows = session.track_rows(0, context.shape[0])
-                rows = None if rows is None else rows.to(device)
-                embeds = self.model.embed(text, codes, rows)
-                session.hidden = (session.append(embeds) if self.stack is not None else session.oracle_hidden(embeds))[0]
-            session.length = context.shape[0]
-        return session
+        if not (session.prefix or context.shape[0]):
+            return session, None
+        device = self.model.device
+        text, codes = prompt.text.unsqueeze(0).to(device), context.unsqueeze(0).to(device)
+        rows = session.track_rows(0, context.shape[0])
+        rows = None if rows is None else rows.to(device)
+        embeds = self.model.embed(text, codes, rows)
+        session.length = context.shape[0]
+        return session, embeds

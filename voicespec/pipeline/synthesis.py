@@ -192,7 +192,8 @@ class SynthesisStream:
         cache = self.voice.frame_cache
         key = frame_key(self.voice.target, ids, config, self.drafter_name, self._speed(i)) if cache is not None else None
         replay = cache.get(key) if key is not None else None
-        gen = None if replay is not None else self.decoder.generate(prompt, config)
+        # The prefill is yielded: a scheduler prefills a tick's newcomers in one pass.
+        gen = None if replay is not None else (yield from self.decoder.open(prompt, config))
         chunks: list[torch.Tensor] = []  # this sentence's frames [K, n] per step: joined once, at its end
 
         def audio(frames: torch.Tensor) -> Generator[CodecPush, Any, Any]:
