@@ -45,14 +45,14 @@ class Collector:
         return torch.cat([i.pcm for i in self.items[ctx] if isinstance(i, AudioChunk)])
 
 
-def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None):
+def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None, tick_contexts: int | None = None):
     got = Collector(len(texts))
-    worker = DecodeWorker(queue_limit=4, deliver=got)
+    worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts)
     jobs = []
     for i, text in enumerate(texts):
         stream = IncrementalStream(voice, text, options)
         stream.close()
-        jobs.append(Job(stream, i, None, Credits(), None))
+        jobs.append(Job(stream, i, object(), Credits(), None))
     for job in jobs:  # all queued before the thread starts: the first tick batches them all
         worker.add(job)
     worker.start()
@@ -99,6 +99,19 @@ def test_batched_equals_alone_on_the_voices_device_and_dtype(device, dtype, tmp_
     assert max(worker.batch_sizes) == 3
     for i, text in enumerate(TEXTS[:3]):
         assert torch.equal(got.pcm(i), Synthesizer(voice).synthesize(text, options)[0])
+
+
+def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_own(tiny_voice):
+    """More contexts ready than a tick steps: their passes go plain (a draft would widen the pass
+    every neighbour waits for), whatever γ they asked for; once the tick has room, they draft
+    again. The tokens, and so the audio, are what each gives alone."""
+    drafted = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=3), drafter="draft-model")
+    got, worker, jobs = _run_worker(tiny_voice, TEXTS, drafted, tick_contexts=2)
+    gammas = [g for job in jobs for g in job.stream.stats.decode.gammas]
+    assert 0 in gammas and 3 in gammas  # plain while five waited for two places, drafting at the end
+    assert max(worker.batch_sizes) == 2
+    for i, text in enumerate(TEXTS):
+        assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(text, drafted)[0]), i
 
 
 def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):

@@ -65,6 +65,11 @@ class SpecDecoder:
         self.drafter = drafter
         self.config = config or DecodeConfig()
         self.memory = memory if memory is not None else ControllerMemory()
+        # Set by a scheduler while its machine is saturated (more sessions ready than a tick
+        # steps): every pass is then plain, whatever γ or tree was asked for. A draft widens the
+        # batched pass every neighbour in the tick waits for (at batch 16 on 2 cores: width 4
+        # costs twice width 1), and the tokens are the same either way.
+        self.plain_only = False
         if drafter is not None and drafter.layout is not None and drafter.layout != target.layout:
             raise ValueError(
                 f"drafter {drafter.name!r} does not match the target's vocabulary/layout: "
@@ -113,6 +118,7 @@ class Generation:
         (:meth:`SpecDecoder.open`); else the prompt is prefilled here."""
         layout = decoder.target.layout
         check_prompt(layout, prompt)
+        self._decoder = decoder
         self.layout = layout
         self.config = config
         self.policy = TokenPolicy(layout, config.sampling)
@@ -213,7 +219,9 @@ class Generation:
         it committed (between 1 and γ+1 steps; with a tree, up to its depth + 1)."""
         t0 = time.perf_counter()
         remaining = self.config.max_steps - (self.length - self.n_prompt)
-        if self.tree is not None and remaining > self.tree.depth:
+        if self._decoder.plain_only:
+            step = yield from self._chain_step(0)
+        elif self.tree is not None and remaining > self.tree.depth:
             step = yield from self._tree_step(self.tree)
         else:
             plan = self.controller.choose(max(0, remaining - 1)) if self._drafter else 0

@@ -228,6 +228,7 @@ class DecodeWorker:
         self._thread = threading.Thread(target=self._run, name="voicespec-decode", daemon=True)
         self._audio = AudioWorker(deliver, self._deliver_audio)
         self.ticks = 0
+        self.saturated = False  # the last tick left ready contexts out: speculation waits (SpecDecoder.plain_only)
         self.batch_sizes: deque[int] = deque(maxlen=256)  # target passes per tick, recent ticks
 
     def start(self) -> None:
@@ -273,6 +274,7 @@ class DecodeWorker:
         self._jobs = keep
         version = dict(ready)
         ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts, now)]
+        self.saturated = len(ready) < len(version)
         return ready, (None if ready else wait)
 
     def _run(self) -> None:
@@ -295,6 +297,7 @@ class DecodeWorker:
         jobs = [job for job, _ in ready]
         for job in jobs:
             job.last_tick = self.ticks
+            job.stream.decoder.plain_only = self.saturated  # see SpecDecoder.plain_only
             if job.work is None:
                 self._advance(job, None, versions[job])
         made: dict[int, set[type]] = {id(j): set() for j in jobs}
