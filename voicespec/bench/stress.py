@@ -1,8 +1,7 @@
 """``voicespec stress``: the server against hostile clients on loopback, as one table.
 
-Phases, each beside one well-behaved session whose tokens must stay what they were on a quiet
-server (its audio identical, or — where its frames were decoded in a batch with others — within
-1 LSB: the batched codec call rounds differently from a lone one) and a probe that opens a new
+Phases, each beside one well-behaved session whose audio must stay what it was on a quiet
+server, byte for byte (whoever shares its batched model and codec calls), and a probe that opens a new
 session every 0.2 s and times its first audio (p50 and p95 over every sample): a fuzz flood
 (generated hostile messages, :mod:`.hostile`, from sockets that reconnect whenever the server
 closes them), a storm of mid-stream disconnects (resets and close frames), two floods within

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.codec.stream import CodecStream, padded_conv1d
+from voicespec.codec.stream import CodecStream, padded_conv1d, rowwise_linear
 
 if TYPE_CHECKING:
     from voicespec.codec.model import Codec
@@ -46,6 +46,12 @@ class _CausalConv(nn.Conv1d):
         return padded_conv1d(xp, self.weight, self.bias, self.dilation[0], self.groups), xp[..., xp.shape[-1] - pad:]
 
 
+def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x [B, n, I])``, each batch row on its own (:func:`rowwise_linear`): a stream's audio
+    does not depend on which streams it was decoded beside."""
+    return rowwise_linear(x, layer.weight, layer.bias)
+
+
 class _ConvNeXtBlock(nn.Module):
     """Causal depthwise conv, LayerNorm, pointwise MLP (x3), layer scale, residual."""
 
@@ -59,7 +65,7 @@ class _ConvNeXtBlock(nn.Module):
 
     def step(self, x: torch.Tensor, cache: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         h, cache = self.dwconv.step(x, cache)
-        h = self.pwconv2(F.gelu(self.pwconv1(self.norm(h.transpose(1, 2)))))
+        h = _linear(self.pwconv2, F.gelu(_linear(self.pwconv1, self.norm(h.transpose(1, 2)))))
         return x + (self.gamma * h).transpose(1, 2), cache
 
 
@@ -89,7 +95,7 @@ class IstftDecoder(nn.Module):
         for block, cache in zip(self.blocks, caches[1:]):
             x, c = block.step(x, cache)
             new.append(c)
-        log_mag, phase = self.head(self.final_norm(x.transpose(1, 2))).chunk(2, dim=-1)
+        log_mag, phase = _linear(self.head, self.final_norm(x.transpose(1, 2))).chunk(2, dim=-1)
         spectrum = torch.polar(torch.exp(log_mag.clamp(max=LOG_MAG_MAX)), phase)
         frames = torch.fft.irfft(spectrum, n=self.n_fft) * self.window  # [B, T, n_fft]
         return frames.view(*frames.shape[:2], self.overlap, self.hop), new

@@ -22,13 +22,24 @@ if TYPE_CHECKING:
 SMALL_CHUNK = 16  # output steps: shorter convolutions take the unfolded path in padded_conv1d
 
 
+def rowwise_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear`` of ``x [B, n, I]`` -> ``[B, n, O]`` as one GEMM per batch row (a single batched
+    call), so each row's result is bit for bit what it gives alone. One GEMM over all ``B·n`` rows
+    picks its blocking by the row count: a session decoded beside others then rounded differently
+    from the same session alone, ±1 LSB in its 16-bit audio."""
+    w = weight.t().expand(x.shape[0], *weight.t().shape)  # [B, I, O], a view
+    if bias is None:
+        return torch.bmm(x, w)
+    return torch.baddbmm(bias.expand(*x.shape[:2], bias.shape[0]), x, w)
+
+
 def padded_conv1d(xp: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dilation: int,
                   groups: int) -> torch.Tensor:
     """``F.conv1d`` of an already left-padded input ``xp [B, C_in, n + (k-1)·d]`` -> ``[B, C_out, n]``.
 
     A streaming chunk is a few frames, where ``F.conv1d`` takes a slow path on CPU (~0.3 ms per
     call for one frame); short inputs are computed from the unfolded window instead (im2col and
-    one matmul; depthwise: a weighted sum), with the same result."""
+    one GEMM per batch row, :func:`rowwise_linear`; depthwise: a weighted sum), with the same result."""
     k = weight.shape[-1]
     n = xp.shape[-1] - (k - 1) * dilation
     depthwise = groups == xp.shape[1] == weight.shape[0] and groups > 1
@@ -37,7 +48,7 @@ def padded_conv1d(xp: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     cols = xp.unfold(-1, (k - 1) * dilation + 1, 1)[..., ::dilation]  # [B, C_in, n, k]
     if groups == 1:
         cols = cols.transpose(1, 2).reshape(xp.shape[0], n, -1)  # [B, n, C_in * k]
-        return F.linear(cols, weight.reshape(weight.shape[0], -1), bias).transpose(1, 2)
+        return rowwise_linear(cols, weight.reshape(weight.shape[0], -1), bias).transpose(1, 2)
     y = (cols * weight[:, 0, None, :]).sum(-1)  # depthwise: [B, C, n]
     return y if bias is None else y + bias[:, None]
 
