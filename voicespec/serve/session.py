@@ -1,10 +1,10 @@
 """One WebSocket connection of ``voicespec serve``: the protocol v1.1 state machine.
 
-A :class:`Session` turns client messages into contexts (text buffered until a sentence is
-complete, then handed to the decode worker as a :class:`~voicespec.serve.scheduler.Job`), and
-sends what the worker produces back in order through its :class:`~voicespec.serve.outbox.Outbox`
-(credits, sends, a slow reader). Request options are :mod:`voicespec.serve.requests`'s, ``done``
-statistics :mod:`voicespec.serve.done`'s. It knows nothing of the listening socket or HTTP
+A :class:`Session` turns client messages into contexts (:class:`~voicespec.serve.context.Context`,
+the session core every door shares: text to sentences to the decode worker), and sends what the
+worker produces back in order through its :class:`~voicespec.serve.outbox.Outbox` (credits, sends,
+a slow reader). Request options are :mod:`voicespec.serve.requests`'s, the reading of an idle
+socket :mod:`voicespec.serve.reader`'s. It knows nothing of the listening socket or HTTP
 (``server.py``, ``http.py``).
 """
 
@@ -13,16 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-import unicodedata
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from voicespec.frontend.incremental import complete_prefix
 from voicespec.frontend.lexicon import LexiconError
 from voicespec.frontend.ssml import SSMLError, is_ssml
 from voicespec.frontend.text import TextError
@@ -32,36 +30,40 @@ from voicespec.options import SAMPLING_OPTIONS
 from voicespec.pipeline.voice import Voice
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
-from voicespec.serve.done import done_stats
-from voicespec.serve.encoders import Encoder, make_encoder
+from voicespec.serve.context import Context, TextTooLong
+from voicespec.serve.encoders import make_encoder
 from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.requests import Asked, UnknownDrafter, request_options
 from voicespec.serve.outbox import Out, Outbox
 from voicespec.serve.reader import Reader
-from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, FlushMark, IncrementalStream, Job
+from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, FlushMark, Job
 from voicespec.serve.voices import VoiceLoadError, VoiceSet
 
 log = logging.getLogger("voicespec.server")
 
 
-@dataclass(eq=False)
-class _Context:
-    id: str
-    buffer: str = ""  # text not yet handed to synthesis (no finished sentence yet)
-    settled: int = 0  # offset in buffer before which no sentence end can appear (complete_prefix)
-    chars: int = 0  # all text received
-    job: Job | None = None
-    seq: int = 0
-    ended: bool = False
-    cancelled: bool = False
-    t_ready: float | None = None  # when its first text was handed to synthesis
-    t_first_audio: float | None = None  # when its first audio frame went out
-    samples_sent: int = 0
-    voice: Voice | None = None  # the context's voice and options: the session's, or its first text's own
-    options: SynthesisOptions | None = None
-    encoder: Encoder | None = None  # its audio's bytes (stateful for opus)
-    text_error: str | None = None  # why its last unspeakable piece was refused (the front end's TextError)
+class _Context(Context):
+    """A WebSocket context: its id, and the numbering and encoder of its audio frames."""
+
+    def __init__(self, cid: str, session: Session, voice: Voice, options: SynthesisOptions) -> None:
+        super().__init__(session.worker, session.metrics, voice, options, credits=session.credits, owner=session,
+                         lexicon=session.started.lexicon, pacing_lead_s=session.pacing_lead_s)
+        self.id = cid
+        self.chars = 0  # all text received
+        self.seq = 0
+        self.encoder = make_encoder(session.started.encoding, session.options.sample_rate)  # stateful for opus
+
+
+@contextlib.contextmanager
+def _text_errors(ctx: _Context) -> Iterator[None]:
+    """The client's text refused as the protocol says it (the context goes on unless it finished)."""
+    try:
+        yield
+    except TextTooLong as e:
+        raise P.ProtocolError(P.TEXT_TOO_LONG, str(e), ctx.id, context_ended=ctx.finished) from None
+    except (SSMLError, LexiconError) as e:  # the client's markup or pronunciations: said, not skipped
+        raise P.ProtocolError(P.BAD_TEXT, str(e), ctx.id, context_ended=ctx.finished) from None
 
 
 class Session:
@@ -102,7 +104,7 @@ class Session:
         """One chunk of the context's audio as it goes out (None: the encoder's tail, at its end)."""
         start = self.started
         payload = ctx.encoder.encode(pcm) if pcm is not None else ctx.encoder.finish()
-        ctx.samples_sent += 0 if pcm is None else pcm.numel()
+        ctx.samples += 0 if pcm is None else pcm.numel()
         if not payload:  # opus: no page completed yet
             return None
         if start.audio_transport == "binary":
@@ -113,8 +115,7 @@ class Session:
         return data
 
     def _done(self, ctx: _Context) -> str:
-        stats = done_stats(ctx.job, ctx.samples_sent, ctx.t_ready, ctx.t_first_audio, self.metrics)
-        return P.message("done", context_id=ctx.id, stats=stats)
+        return P.message("done", context_id=ctx.id, stats=ctx.done_stats())
 
     # -- from the decode worker (called on the event loop)
 
@@ -134,18 +135,15 @@ class Session:
         elif isinstance(item, FlushMark):
             self.put(Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=item.flush_id)))
         elif item is FINISHED:
-            self._forget(ctx)
+            ctx.close(None)  # the `done` it sends counts it
             self.put(Out("done", ctx))
         elif isinstance(item, Failed):
-            self._forget(ctx)
-            ctx.cancelled = True
-            self.metrics.finished("error")
+            ctx.cancel("error")
             self.error(P.INTERNAL, f"synthesis failed: {item.error}", ctx.id, ended=True)
 
     def _forget(self, ctx: _Context) -> None:
         if self.contexts.get(ctx.id) is ctx:
             del self.contexts[ctx.id]
-            self.metrics.active_contexts.dec()
 
     # -- client messages
 
@@ -260,48 +258,42 @@ class Session:
             ignored_fields=list(msg.ignored), max_text_chars=self.cfg.max_text_chars, drafters=voice.drafter_names,
             voices=self.voices.names)))
 
-    def _context_options(self, ctx: _Context, msg: P.Text) -> None:
+    def _context_options(self, cid: str, msg: P.Text) -> tuple[Voice, SynthesisOptions]:
         """A new context's voice and options: the session's, with its first text's own on top (a
         drafter the other voice lacks gives way to that voice's default)."""
+        if not msg.options:
+            return self.voice, self.options
         o = dict(msg.options)
-        voice = self._voice(o.pop("voice"), ctx.id) if "voice" in o else self.voice
+        voice = self._voice(o.pop("voice"), cid) if "voice" in o else self.voice
         own = {k: o.pop(k) for k in list(o) if k not in ("speed", "seed")}
         asked = self.asked.merged(sampling=own, **o)
         if asked.drafter not in voice.drafter_names:
             asked = replace(asked, drafter=None)
         try:
-            ctx.options = request_options(voice, self.cfg, asked)
+            return voice, request_options(voice, self.cfg, asked)
         except ValueError as e:
-            raise P.ProtocolError(P.BAD_OPTION, str(e), ctx.id, context_ended=True) from None
-        ctx.voice = voice
+            raise P.ProtocolError(P.BAD_OPTION, str(e), cid, context_ended=True) from None
 
-    def _context(self, cid: str, create: bool) -> _Context | None:
-        ctx = self.contexts.get(cid)
-        if ctx is None and create:
-            if len(self.contexts) >= self.cfg.max_contexts_per_session:
-                raise P.ProtocolError(P.TOO_MANY_CONTEXTS, f"at most {self.cfg.max_contexts_per_session} contexts "
-                                      "may be active on one connection; end or cancel one first", cid)
-            ctx = self.contexts[cid] = _Context(cid)
-            self.metrics.active_contexts.inc()
-            self.metrics.contexts_started.inc()
+    def _open(self, msg: P.Text) -> _Context:
+        """A context for a first text (its options checked first: a refused first text leaves
+        nothing behind)."""
+        cid = msg.context_id
+        voice, options = self._context_options(cid, msg)
+        if len(self.contexts) >= self.cfg.max_contexts_per_session:
+            raise P.ProtocolError(P.TOO_MANY_CONTEXTS, f"at most {self.cfg.max_contexts_per_session} contexts "
+                                  "may be active on one connection; end or cancel one first", cid)
+        ctx = self.contexts[cid] = _Context(cid, self, voice, options)
+        ctx.on_finished = self._forget
         return ctx
 
     async def _text(self, msg: P.Text) -> None:
         cid = msg.context_id
-        new = cid not in self.contexts
-        if not new and msg.options:
+        ctx = self.contexts.get(cid)
+        if ctx is not None and msg.options:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has begun: its options ({', '.join(msg.options)}) "
                                   "go on its first text message", cid)
-        if new and msg.options:  # checked before the context exists: a rejected first text leaves nothing behind
-            probe = _Context(cid)
-            self._context_options(probe, msg)
-        ctx = self._context(cid, create=True)
-        if ctx.voice is None:
-            if msg.options:
-                ctx.voice, ctx.options = probe.voice, probe.options
-            else:
-                ctx.voice, ctx.options = self.voice, self.options
-            ctx.encoder = make_encoder(self.started.encoding, self.options.sample_rate)
+        if ctx is None:
+            ctx = self._open(msg)
         if ctx.ended:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has ended; use a new context_id", cid)
         if not self.text_chars.take(len(msg.text)):
@@ -312,101 +304,41 @@ class Session:
         if ctx.chars + len(msg.text) > limit:
             raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: the context would have {ctx.chars + len(msg.text)} "
                                   f"characters; the limit is {limit}", cid)
-        buffer = ctx.buffer + msg.text
-        frontend_max = ctx.voice.frontend.max_chars
-        if len(unicodedata.normalize("NFKC", buffer)) > frontend_max:
-            raise P.ProtocolError(P.TEXT_TOO_LONG, f"text rejected: over {frontend_max} characters without a sentence "
-                                  "end; send 'flush' or end sentences with punctuation", cid)
+        with _text_errors(ctx):
+            if msg.ssml or is_ssml(msg.text):  # one whole document: the text before it is spoken first, whole
+                await ctx.add_markup(msg.text)
+            else:
+                await ctx.add(msg.text)
         ctx.chars += len(msg.text)
-        if msg.ssml or is_ssml(msg.text):  # one whole document: the text before it is spoken first, whole
-            await self._release_buffer(ctx)
-            await self._synthesize(ctx, msg.text, markup=True)
-            return
-        ctx.buffer = buffer
-        n, ctx.settled = complete_prefix(buffer, start=ctx.settled)
-        if n:
-            ctx.buffer = buffer[n:]
-            await self._synthesize(ctx, buffer[:n])
-
-    async def _synthesize(self, ctx: _Context, text: str, markup: bool = False) -> bool:
-        """Hand text (``markup``: a whole SSML document) to the context's stream (created on its
-        first speakable text); False if nothing in it is speakable (streamed pieces often are only
-        punctuation). The front end (normalize, phonemize: its cost grows with the text) runs on
-        a thread, never on the event loop that every connection shares."""
-        voice = ctx.voice
-        try:
-            sentences = await asyncio.to_thread(voice.script, text, ssml=markup, lexicon=self.started.lexicon)
-        except (SSMLError, LexiconError) as e:  # the client's markup or pronunciations: said, not skipped
-            raise P.ProtocolError(P.BAD_TEXT, str(e), ctx.id) from None
-        except TextError as e:
-            ctx.text_error = str(e)
-            return False
-        if ctx.cancelled:  # its synthesis failed while the front end ran
-            return False
-        if ctx.job is None:
-            ctx.t_ready = time.perf_counter()
-            stream = IncrementalStream(voice, text, ctx.options, sentences)
-            ctx.job = Job(stream, ctx, self, self.credits, self.pacing_lead_s)
-            self.worker.add(ctx.job)
-        else:
-            ctx.job.stream.add(sentences)
-            self._bump(ctx)
-        return True
-
-    def _bump(self, ctx: _Context) -> None:
-        ctx.job.input_version += 1
-        self.worker.wake()
-
-    async def _release_buffer(self, ctx: _Context) -> None:
-        text, ctx.buffer, ctx.settled = ctx.buffer, "", 0
-        if text.strip():
-            await self._synthesize(ctx, text)
 
     async def _flush(self, msg: P.Flush) -> None:
-        ctx = self._context(msg.context_id, create=False)
-        if ctx is None:  # nothing pending: acknowledge at once
-            self.put(Out("msg", None, P.message("flushed", context_id=msg.context_id, flush_id=msg.flush_id)))
-            return
-        if not ctx.ended:
-            await self._release_buffer(ctx)
-        if ctx.job is None:
-            self.put(Out("msg", ctx, P.message("flushed", context_id=ctx.id, flush_id=msg.flush_id)))
-        else:
-            ctx.job.stream.mark_flush(msg.flush_id)
-            self._bump(ctx)
+        ctx = self.contexts.get(msg.context_id)
+        if ctx is not None:
+            with _text_errors(ctx):
+                if await ctx.flush(msg.flush_id):
+                    return  # acknowledged when the audio before it has been made
+        self.put(Out("msg", ctx, P.message("flushed", context_id=msg.context_id, flush_id=msg.flush_id)))
 
     async def _end(self, msg: P.End) -> None:
         cid = msg.context_id
-        ctx = self._context(cid, create=False)
+        ctx = self.contexts.get(cid)
         if ctx is None:
             # context_ended: no `done` will come for it (its text never began one, or was rejected)
             self.error(P.UNKNOWN_CONTEXT, f"no active context {cid!r} (send 'text' first)", cid, ended=True)
             return
         if ctx.ended:
             raise P.ProtocolError(P.BAD_MESSAGE, f"context {cid!r} has already ended", cid)
-        ctx.ended = True
-        await self._release_buffer(ctx)
-        if ctx.job is None:
-            self._forget(ctx)
-            self.metrics.finished("error")
-            self.error(P.BAD_TEXT, ctx.text_error or "the context's text was only whitespace", cid, ended=True)
-            return
-        ctx.job.stream.close()
-        self._bump(ctx)
+        try:
+            with _text_errors(ctx):
+                await ctx.end()
+        except TextError as e:  # nothing in it was speakable: it has finished
+            self.error(P.BAD_TEXT, str(e), cid, ended=True)
 
     def _cancel(self, cid: str) -> None:
-        ctx = self._context(cid, create=False)
+        ctx = self.contexts.get(cid)
         if ctx is not None:
-            self._drop(ctx)
-            self.metrics.finished("cancelled")
+            ctx.cancel("cancelled")
         self.put(Out("msg", None, P.message("cancelled", context_id=cid)))
-
-    def _drop(self, ctx: _Context) -> None:
-        ctx.cancelled = True
-        self._forget(ctx)
-        if ctx.job is not None:
-            ctx.job.stream.cancel()
-            self.worker.wake()
 
     def busy(self) -> bool:
         """Audio is being made or sent (a context waiting for more text does not count)."""
@@ -417,8 +349,7 @@ class Session:
     def close(self) -> None:
         """The socket is gone: stop every context (the worker drops them within one step)."""
         for ctx in list(self.contexts.values()):
-            self._drop(ctx)
-            self.metrics.finished("disconnected")
+            ctx.cancel("disconnected")
 
     # -- the connection
 
