@@ -1,7 +1,5 @@
 """``python -m voicespec`` is the ``voicespec`` command."""
 
-import sys
+from voicespec.cli import entry
 
-from voicespec.cli import main
-
-sys.exit(main())
+entry()

@@ -1,5 +1,3 @@
-import sys
+from voicespec.cli import entry
 
-from voicespec.cli import main
-
-sys.exit(main())
+entry()
