@@ -41,3 +41,39 @@ def test_tokenizer_round_trips_its_config_and_falls_back_on_rare_symbols():
         tokenizer_from_dict({"kind": "phonemes", "lang": "de"})
     with pytest.raises(ValueError, match="distinct"):
         PhonemeTokenizer(("a", "a", WORD))
+
+
+SENTENCES = ["Okafor and Nguyen read the record; they record it!", "Is it twenty second, or not?",
+             "doctor smith lives on saint james street.", "XYZZY plugh Zyzzyva Hello.",
+             "The tired driver borrowed a warm blanket beside the lake.", "I'll excuse the excuse."]
+
+
+def _words(sentences) -> list[list[tuple[str, tuple[str, ...] | None]]]:
+    return [[(w.text, tuple(w.phonemes) if w.phonemes else None) for w in s] for s in sentences]
+
+
+def test_the_shared_indexed_processor_reads_as_gruut_does_from_any_thread():
+    """Our one processor (indexed in-memory lexicon) gives gruut's own words and phonemes, also when
+    threads call it at once; and the lookup really uses the index (gruut's file has none)."""
+    import threading
+
+    from gruut import sentences
+
+    from voicespec.frontend.phonemes import LANG, _PROCESSOR_LOCK, _processor
+
+    def ours(text):
+        with _PROCESSOR_LOCK:
+            return _words(_processor().sentences(*_processor()(text, lang=LANG)))
+
+    expected = {t: _words(sentences(t, lang=LANG)) for t in SENTENCES}
+    got: dict[str, list] = {}
+    threads = [threading.Thread(target=lambda t=t: got.__setitem__(t, ours(t))) for t in SENTENCES]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert got == expected and all(expected.values())
+    db = _processor().get_settings(LANG).lookup_phonemes.phonemizer.db_conn
+    plan = db.execute("EXPLAIN QUERY PLAN SELECT role, phonemes FROM word_phonemes WHERE word = ? "
+                      "ORDER BY pron_order", ("hello",)).fetchall()
+    assert "USING INDEX" in " ".join(str(row) for row in plan), plan

@@ -14,6 +14,8 @@ change intonation. Id 0 is padding, as for the character tokenizer.
 from __future__ import annotations
 
 import re
+import sqlite3
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -54,11 +56,9 @@ def tagged_units(text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None
     or break, the words as spoken). Timestamps come from the word of each unit.
 
     One gruut pass over the whole sentence, so its part-of-speech tagger picks between readings
-    ("excuse" /z/ as a verb, /s/ as a noun) and the per-sentence cost is paid once (28 ms a sentence, measured on a busy machine).
+    ("excuse" /z/ as a verb, /s/ as a noun) and the per-sentence cost is paid once (~2 ms a sentence with :func:`_processor`).
     ``lexicon``: lower-case word -> units, said instead of gruut's reading (``frontend/lexicon.py``).
     """
-    from gruut import sentences
-
     units: list[str] = []
     owner: list[int] = []
     words: list[str] = []
@@ -69,7 +69,11 @@ def tagged_units(text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None
         units.append(unit)
         owner.append(word)
 
-    for sentence in sentences(text, lang=LANG):
+    processor = _processor()
+    with _PROCESSOR_LOCK:
+        graph, root = processor(text, lang=LANG)
+        spoken = list(processor.sentences(graph, root))
+    for sentence in spoken:
         for word in sentence:
             if word.is_break or word.is_punctuation or not word.phonemes:
                 mark = BREAKS.get(word.text.strip())
@@ -89,6 +93,43 @@ def tagged_units(text: str, lexicon: Mapping[str, tuple[str, ...]] | None = None
     while units and units[-1] == WORD:
         units.pop(), owner.pop()
     return tuple(units), tuple(owner), tuple(words)
+
+
+_PROCESSOR_LOCK = threading.Lock()  # one gruut pipeline for every thread (its POS tagger is shared)
+
+
+@lru_cache(maxsize=1)
+def _processor() -> Any:
+    """gruut's English text processor, made once per process and looking words up in an indexed
+    in-memory copy of its lexicon.
+
+    gruut's ``lexicon.db`` has no index on ``word``: every lookup scans 129k rows (~4 ms), up to four
+    times for a word it does not know (as written, lower-cased, stripped, both), which made the front end
+    ~60 % sqlite and ~10–40 ms a sentence, held under the GIL beside the decode thread. The copy with an
+    index costs ~45 ms once and answers in microseconds; the rows, the query and gruut's own phonemizer are
+    unchanged, so the phonemes are too. ``gruut.sentences`` would also build a processor per thread.
+    """
+    from gruut import TextProcessor
+    from gruut.lang import DelayedSqlitePhonemizer, get_settings
+    from gruut.phonemize import SqlitePhonemizer
+
+    settings = get_settings(LANG)
+    lookup = settings.lookup_phonemes
+    if isinstance(lookup, DelayedSqlitePhonemizer):
+        lookup.phonemizer = SqlitePhonemizer(db_conn=indexed_lexicon(lookup.db_path), **lookup.phonemizer_args)
+    return TextProcessor(default_lang=LANG, settings={LANG: settings})
+
+
+def indexed_lexicon(path: Any) -> sqlite3.Connection:
+    """A read-only lexicon database copied into memory, with the index its word lookups need."""
+    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        memory = sqlite3.connect(":memory:", check_same_thread=False)
+        source.backup(memory)
+    finally:
+        source.close()
+    memory.execute("CREATE INDEX IF NOT EXISTS word_phonemes_word ON word_phonemes (word, pron_order)")
+    return memory
 
 
 @dataclass(frozen=True)
@@ -148,8 +189,8 @@ def _key(lexicon: Mapping[str, tuple[str, ...]] | None) -> tuple | None:
 
 @lru_cache(maxsize=4096)
 def _tagged(text: str, lexicon: tuple | None = None) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
-    """:func:`tagged_units`, remembered: gruut costs tens of milliseconds a sentence, and a server
-    hears the same sentences again and again (greetings, prompts)."""
+    """:func:`tagged_units`, remembered: a server hears the same sentences again and again
+    (greetings, prompts), and a hit costs nothing under the GIL the decode thread needs."""
     return tagged_units(text, dict(lexicon) if lexicon else None)
 
 

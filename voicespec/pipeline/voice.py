@@ -251,8 +251,9 @@ def voice_names(voices_dirs: Sequence[Path] | None = None) -> list[str]:
 
 
 def load_voice(spec: str | Path | None, device: str = "cpu", dtype: str = "float32") -> Voice:
-    """The voice a user named (a folder, a voice name, or None for the default)."""
-    return Voice.load(resolve_voice(spec), device, dtype)
+    """The voice a user named (a folder, a voice name, or None for the default), loaded quietly."""
+    with quiet_loading():
+        return Voice.load(resolve_voice(spec), device, dtype)
 
 
 @contextmanager

@@ -77,9 +77,11 @@ class TTSServer:
 
     def _prepare(self, voice: Voice) -> None:
         """Ready a voice for serving: its draft models loaded now, not on the decode thread
-        mid-session; the server's frame cache (keyed by target, so voices can share it)."""
+        mid-session; its front end's models too (the first sentence would pay them); the server's
+        frame cache (keyed by target, so voices can share it)."""
         for name in voice.drafter_names:
             voice.drafter(name)
+        voice.script("Ready, Okafor.")  # a known and an unknown word: lexicon, tagger and G2P
         if voice.frame_cache is None:
             voice.frame_cache = self.frame_cache
 
