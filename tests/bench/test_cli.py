@@ -27,7 +27,9 @@ def test_prompts_file_and_config_from_args(tmp_path):
     quick = config_from_args(p.parse_args(["--quick", "--gammas", "1,3", "--concurrency", "0", "--batch-sizes", "0",
                                            "--prompts", str(f)]))
     assert quick.gammas == (1, 3) and quick.repeats == 1 and quick.concurrency == () and quick.prompts == read_prompts(f)
-    assert quick.batch_sizes == ()
+    assert quick.batch_sizes == () and quick.probe == ()
+    assert config_from_args(p.parse_args(["--probe", "4,8"])).probe == (4, 8)
+    assert config_from_args(p.parse_args(["--probe", "0"])).probe == ()
     assert config_from_args(p.parse_args(["--no-peer"])).peer is False
     with pytest.raises(ValueError):
         BenchConfig(gammas=(0, 2))
@@ -45,13 +47,13 @@ def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys)
     prompts.write_text("Hello there.\n")
     out = tmp_path / "out"
     code = main(["bench", "--voice", str(flat_voice_dir), "--prompts", str(prompts), "--gammas", "2", "--repeats", "1",
-                 "--max-steps", "24", "--concurrency", "1,2", "--batch-sizes", "1,3", "--latency-budget-ms", "5000", "--out", str(out)])
+                 "--max-steps", "24", "--concurrency", "1,2", "--batch-sizes", "1,3", "--probe", "2", "--latency-budget-ms", "5000", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
     assert "## Decoding — greedy" in printed and "## Latency budget" in printed
     result = json.loads((out / "bench.json").read_text())
     assert set(result) == {"config", "environment", "voice", "baseline", "decode", "streaming", "batching", "load",
-                           "memory", "budget", "mismatches", "wall_s"}
+                           "probe", "memory", "budget", "mismatches", "wall_s"}
     assert result["config"]["gammas"] == [2] and result["config"]["max_steps"] == 24
     assert result["environment"]["packages"]["torch"] and result["voice"]["path"] == str(flat_voice_dir.resolve())
     assert result["mismatches"] == 0
@@ -94,6 +96,11 @@ def test_bench_end_to_end_on_a_tiny_flat_voice(flat_voice_dir, tmp_path, capsys)
     assert fc["hit_equals_miss"] and fc["repeats"] == 3 and fc["hit_ttfa_ms"] > 0 and fc["miss_ttfa_ms"] > 0
     assert fc["cache_hits"] == fc["cache_misses"] == 3  # one sentence, three seeds
     assert "A repeated sentence (frame cache)" in printed
+
+    probe = result["probe"]  # voicespec serve in a process of its own, on this voice
+    assert probe["server_args"][:2] == ["--max-sessions", "2"] and str(flat_voice_dir) in probe["server_args"]
+    assert [lv["clients"] for lv in probe["levels"]] == [2] and not probe["levels"][0]["errors"]
+    assert probe["levels"][0]["ttfa_ms"]["p50"] > 0 and "## Outside probe" in printed
 
     assert result["memory"]["peak_rss_mb"] > 0 and set(result["memory"]["drafters"]) == {"ngram", "draft-model"}
     assert result["memory"]["drafters"]["draft-model"]["weights_mb"] > 0 == result["memory"]["drafters"]["ngram"]["weights_mb"]

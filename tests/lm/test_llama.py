@@ -124,3 +124,25 @@ def test_the_engine_decodes_the_same_frames_on_either_forward(kind, greedy):
     for drafter in (drafter_of(fast), NGramDrafter()):
         a, b = _decode(fast, drafter, greedy, 3), _decode(slow, drafter, greedy, 3)
         assert a.shape[1] > 0 and torch.equal(a, b)
+
+
+def test_kv_cache_gives_a_burst_back_while_a_session_still_speaks(backbone):
+    """A long-lived row 0 beside a burst of 15 rows that come and go: the rows and the positions
+    halve back (the first pass after the burst), row 0's keys and values are kept, and its next
+    append still equals a full forward."""
+    stack = LlamaStack(backbone)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 10, 64, generator=g)
+    cache = stack.new_cache(rows=2, capacity=4)
+    assert cache.acquire() == 0
+    stack.forward(x[:, :6], cache, [0])
+    burst = [cache.acquire() for _ in range(15)]
+    cache.reserve(64)
+    assert cache.rows == 16 and cache.capacity == 64
+    for row in burst:
+        cache.release(row)
+    assert cache.rows == 16 and cache.capacity == 64 and cache.in_use == 1  # nothing moves on release
+    out = stack.forward(x[:, 6:], cache, [0])
+    assert cache.rows == 2 and cache.capacity == 32  # 10 positions in use: between 2x and 4x of it kept
+    torch.testing.assert_close(out, _oracle(backbone, x)[:, 6:], atol=1e-5, rtol=1e-4)
+    assert cache.acquire() == 1 and cache.acquire() == 2 and cache.rows == 4  # and it grows again as before

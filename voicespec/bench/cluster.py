@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import tempfile
 import time
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from typing import Any
 
 from voicespec.batch import BatchConfig, Item, run_batch, synthesizers
 from voicespec.bench.listeners import listen
+from voicespec.bench.probe import free_port
 from voicespec.engine.config import DecodeConfig
 from voicespec.pipeline.synthesis import SynthesisOptions
 from voicespec.serve.config import ServerConfig
@@ -52,12 +52,6 @@ def synth_throughput(voice: str | None, texts: Sequence[str], n: int, workers: i
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def _levels(url: str, texts: Sequence[str], levels: Sequence[int], prebuffer_s: float) -> list[dict[str, Any]]:
     return [(await listen(url, "plain", "none", 0, texts, n, prebuffer_s, 0)).to_dict() for n in levels]
 
@@ -79,7 +73,7 @@ def serving_overhead(voice: str | None, texts: Sequence[str], levels: Sequence[i
             return await _levels(f"ws://127.0.0.1:{server.port}{WS_PATH}", texts, levels, prebuffer_s)
 
     out = {"plain": asyncio.run(plain())}
-    port = _free_port()
+    port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         serve.run(build_app(config, RayServeConfig(replicas=1, min_replicas=1, max_replicas=1,

@@ -38,6 +38,7 @@ class BenchConfig:
     prebuffer_ms: float = 200.0
     concurrency: tuple[int, ...] = (1, 4, 8, 12, 16, 24)
     batch_sizes: tuple[int, ...] = (1, 4, 16, 64)  # sessions on the batched engine, no sockets (bench/batching.py)
+    probe: tuple[int, ...] = (8, 12, 16, 20, 24, 32)  # clients of the outside probe: voicespec serve in its own process (bench/probe.py)
     latency_budget_ms: float | None = None
     plots: bool = True
     # torch intra-op threads, as say, synth and serve run (voicespec.threads; 0: torch's default,
@@ -58,8 +59,9 @@ class BenchConfig:
             raise ValueError(f"unknown modes {sorted(unknown)} (greedy, sampling)")
         if self.repeats < 1 or self.warmup < 0 or self.max_steps < 1:
             raise ValueError("repeats and max_steps must be >= 1, warmup >= 0")
-        if any(n < 1 for n in self.concurrency) or any(n < 1 for n in self.batch_sizes):
-            raise ValueError(f"client and session counts must be >= 1, got {self.concurrency} and {self.batch_sizes}")
+        if any(n < 1 for n in (*self.concurrency, *self.batch_sizes, *self.probe)):
+            raise ValueError(f"client and session counts must be >= 1, got {self.concurrency}, {self.batch_sizes} "
+                             f"and {self.probe}")
         if self.prebuffer_ms < 0 or self.threads < 0 or self.lossy_top_k < 0:
             raise ValueError("prebuffer_ms, threads and lossy_top_k must be >= 0")
         for tree in self.trees:
@@ -71,7 +73,7 @@ class BenchConfig:
         """The short run (< 3 minutes on 2 CPU cores): two prompts, two γ, one round, capped length.
         Options given explicitly on the command line are applied after this."""
         return replace(self, prompts=self.prompts[:2], gammas=(2, 4), repeats=1, max_steps=min(self.max_steps, 150),
-                       concurrency=(1, 4, 8), batch_sizes=(1, 16))
+                       concurrency=(1, 4, 8), batch_sizes=(1, 16), probe=())
 
 
 def read_prompts(path: Path | None) -> tuple[str, ...]:

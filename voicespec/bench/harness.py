@@ -17,6 +17,7 @@ from voicespec.bench.budget import budget_table, capacity
 from voicespec.bench.config import BenchConfig
 from voicespec.bench.batching import run_batching
 from voicespec.bench.load import run_cache_hit, run_load
+from voicespec.bench.probe import run_probe
 from voicespec.bench.peer import counterpart, peer_methods
 from voicespec.bench.runner import Case, EngineMethod, Method, run_interleaved
 from voicespec.bench.streaming import StreamSpec, run_streaming, summarize_streams
@@ -122,6 +123,15 @@ class Bench:
                                                                  cfg.latency_budget_ms) for s in specs},
                 "frame_cache": run_cache_hit(self.voice, cfg.prompts[0], cfg.max_steps, cfg.seed)}
 
+    def _probe(self) -> dict[str, Any] | None:
+        cfg = self.config
+        if not cfg.probe:
+            return None
+        _log(f"outside probe: voicespec serve in its own process, clients {', '.join(map(str, cfg.probe))}")
+        server = [*(("--model", cfg.voice) if cfg.voice else ()), "--threads", str(cfg.threads),
+                  "--device", cfg.device, "--dtype", cfg.dtype]
+        return run_probe(cfg.probe, server, cfg.prebuffer_ms / 1000, cfg.seed)
+
     def _batching(self) -> list[dict[str, Any]]:
         cfg = self.config
         if not cfg.batch_sizes:
@@ -136,6 +146,7 @@ class Bench:
         streaming = self._streaming(engine)
         batching = self._batching()
         load = self._load()
+        probe = self._probe()
         budget = budget_table(streaming["methods"], self.config.latency_budget_ms)
         self.memory["peak_rss_mb"] = machine.peak_rss_mb()
         voice = self.voice
@@ -150,6 +161,7 @@ class Bench:
             "streaming": streaming,
             "batching": batching,
             "load": load,
+            "probe": probe,
             "memory": self.memory,
             "budget": {"budget_ms": self.config.latency_budget_ms, "verdicts": [asdict(v) for v in budget]},
             "mismatches": sum(s["mismatches"] or 0 for mode in decode["modes"].values() for s in mode["methods"].values()),

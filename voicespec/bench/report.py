@@ -77,6 +77,15 @@ def _load_section(load: dict[str, Any]) -> str:
               f"{'yes' if fc['hit_equals_miss'] else 'NO'}")
 
 
+def _probe_section(probe: dict[str, Any]) -> str:
+    rows = [[str(lv["clients"]), str(lv["clients"] - lv["clients_with_underruns"] - len(lv["errors"])), _pcts(lv["ttfa_ms"]),
+             _f(lv["stall_ms"], ".0f"), _f(lv["worst_lead_ms"], ".0f"), str(len(lv["errors"]))] for lv in probe["levels"]]
+    header = ["clients", "clean", "TTFA p50/p95/p99 ms", "stall ms", "worst lead ms", "errors"]
+    return (f"## Outside probe — `voicespec serve {' '.join(probe['server_args'])}` in its own process, "
+            f"every client at once, two new sentences each, {probe['prebuffer_ms']:g} ms prebuffer\n\n"
+            + _table(header, rows) + f"\n\nLargest client count with it and every smaller one clean: {probe['largest_clean']}")
+
+
 def _batching_section(levels: list[dict[str, Any]]) -> str:
     rows = [[str(lv["sessions"]), _f(lv["ms_per_tick"], ".1f"), _f(lv["mean_batch"], ".1f"), _f(lv["steps_per_s"], ".0f"),
              _f(lv["audio_x_realtime"], ".1f"), str(lv["errors"])] for lv in levels]
@@ -119,6 +128,8 @@ def markdown(result: dict[str, Any], images: Sequence[str] = ()) -> str:
         sections.append(_batching_section(result["batching"]))
     if result["load"]:
         sections.append(_load_section(result["load"]))
+    if result.get("probe"):
+        sections.append(_probe_section(result["probe"]))
     sections.append(_memory_section(result["memory"]))
     sections.append(_budget_section(result["budget"]) if result["budget"]["budget_ms"] is not None else
                     "## Underruns\n\n" + ", ".join(f"{v['method']}: {v['reason']}" for v in result["budget"]["verdicts"]))

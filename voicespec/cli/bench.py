@@ -65,6 +65,9 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, help="decode steps per sentence at most")
     p.add_argument("--seed", type=int)
     p.add_argument("--concurrency", type=_ints, help="client counts for the server load test, e.g. 1,2,4 (0: skip it)")
+    p.add_argument("--probe", type=_ints, help="client counts for the outside probe: voicespec serve in a process of "
+                                               "its own, every client at once, two new sentences each (0: skip it; "
+                                               "default 8,12,16,20,24,32, none with --quick)")
     p.add_argument("--batch-sizes", type=_ints, help="session counts for the batched engine without sockets, e.g. 1,16,64 (0: skip it)")
     p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
     p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")
@@ -94,10 +97,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if args.quick:
         config = config.quick()
     given = {k: getattr(args, k) for k in ("drafters", "gammas", "modes", "repeats", "warmup", "max_steps", "seed",
-                                           "concurrency", "batch_sizes", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
+                                           "concurrency", "batch_sizes", "probe", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
                                            "device", "dtype", "lossy_top_k", "trees")
              if getattr(args, k) is not None}
-    for name in ("concurrency", "batch_sizes"):
+    for name in ("concurrency", "batch_sizes", "probe"):
         if given.get(name) == (0,):
             given[name] = ()
     return replace(config, **given)

@@ -21,7 +21,8 @@ import torch
 class KVCache:
     """Keys and values ``[layers, rows, kv_heads, capacity, head_dim]``; ``lengths[r]`` cached
     positions of row ``r``. ``capacity`` grows (doubling, all rows at once) when a row needs more,
-    and so do the rows when every one is in use; both shrink back once no row is in use."""
+    and so do the rows when every one is in use; both shrink back once no row is in use, and halve
+    while what is in use fits in a quarter of them (:meth:`_fit`)."""
 
     def __init__(self, layers: int, rows: int, kv_heads: int, head_dim: int, capacity: int = 256,
                  dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
@@ -71,13 +72,41 @@ class KVCache:
                 self._empty()
 
     def reserve(self, needed: int) -> None:
-        """Room for ``needed`` positions in every row (grows by doubling; existing entries kept)."""
+        """Room for ``needed`` positions in every row (grows by doubling; existing entries kept).
+        Called before each pass on the thread that runs them, so it is also where the cache shrinks:
+        no view of the old tensors is in use then."""
+        with self._lock:
+            self._fit(needed)
         if needed <= self.capacity:
             return
         new = self.capacity
         while new < needed:
             new *= 2
         self._grow(capacity=new)
+
+    def _fit(self, needed: int) -> None:
+        """Halve the rows while every row in use lies in the first quarter, and the positions while
+        every row in use (and ``needed``) fits in a quarter: a burst of sessions gives its memory
+        back while others still speak (a server never empties), and the factor of two left spare
+        keeps a steady load from resizing back and forth. Rows are handed out lowest first, so the
+        rows in use stay low."""
+        free = set(self._free)
+        used = [r for r in range(self.rows) if r not in free]
+        if not used:
+            return
+        top = used[-1] + 1
+        longest = max(needed, *(self.lengths[r] for r in used))
+        rows, capacity = self.rows, self.capacity
+        while rows > self._initial[1] and top <= rows // 4:
+            rows //= 2
+        while capacity > self._initial[3] and longest <= capacity // 4:
+            capacity //= 2
+        if (rows, capacity) == (self.rows, self.capacity):
+            return
+        self.k = self.k[:, :rows, :, :capacity].clone()
+        self.v = self.v[:, :rows, :, :capacity].clone()
+        self.lengths = self.lengths[:rows]
+        self._free = [r for r in self._free if r < rows]
 
     def _grow(self, rows: int | None = None, capacity: int | None = None) -> None:
         R, C = self.k.shape[1], self.k.shape[3]
