@@ -683,9 +683,9 @@ def test_the_bearer_scheme_is_case_insensitive():
 def test_an_unexpected_exception_is_an_internal_error_frame_then_1011(tiny_voice, parse_exposition, monkeypatch):
     """The last resort: a bug in message handling reaches the client as an `internal` error (fatal)
     followed by close 1011, is counted, and the server goes on serving others."""
-    from voicespec.serve.session import Session
+    from voicespec.serve.ws_contexts import Contexts
 
-    def broken(self, msg):
+    async def broken(self, msg):
         raise RuntimeError("boom")
 
     async def go():
@@ -700,7 +700,7 @@ def test_an_unexpected_exception_is_an_internal_error_frame_then_1011(tiny_voice
 
     with running(tiny_voice) as server:
         with monkeypatch.context() as m:
-            m.setattr(Session, "_text", broken)
+            m.setattr(Contexts, "text", broken)
             err, code = run(go())
         assert err["type"] == "error" and err["code"] == "internal" and err["fatal"] and code == 1011
         assert metrics(server, parse_exposition)['voicespec_errors_total{code="internal"}'] == 1
