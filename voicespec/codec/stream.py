@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import torch
 from torch.nn import functional as F
 
-from voicespec.engine.work import Work
+from voicespec.engine.work import Work, run_grouped
 
 if TYPE_CHECKING:
     from voicespec.codec.model import Codec
@@ -179,13 +179,8 @@ class CodecPush(Work):
     @classmethod
     def run(cls, works: list[CodecPush]) -> list[Any]:
         t = time.perf_counter()
-        pcm: list[torch.Tensor | None] = [None] * len(works)
-        kinds: dict[type, list[int]] = {}
-        for i, w in enumerate(works):
-            kinds.setdefault(type(w.stream), []).append(i)
-        for kind, idx in kinds.items():
-            for i, p in zip(idx, kind.push_many([works[i].stream for i in idx], [works[i].codes for i in idx])):
-                pcm[i] = p
+        pcm = run_grouped(works, lambda w: type(w.stream),
+                          lambda group: type(group[0].stream).push_many([w.stream for w in group], [w.codes for w in group]))
         share = (time.perf_counter() - t) / len(works)
         return [w.finish(p, share) for w, p in zip(works, pcm)]
 

@@ -10,7 +10,7 @@ from typing import Any
 from voicespec.engine.layout import LayoutState, TokenLayout, masks_along
 from voicespec.engine.config import SamplingConfig
 from voicespec.engine.sampling import recent_tokens, sample, warp
-from voicespec.engine.work import Work
+from voicespec.engine.work import Work, run_grouped
 
 
 class TokenPolicy:
@@ -93,18 +93,15 @@ class WarpWork(Work):
 
     @classmethod
     def run(cls, works: list[WarpWork]) -> list[torch.Tensor]:
-        out: list[torch.Tensor | None] = [None] * len(works)
-        groups: dict[SamplingConfig, list[int]] = {}
-        for i, w in enumerate(works):
-            groups.setdefault(w.policy.sampling, []).append(i)
-        for sampling, idx in groups.items():
-            group = [works[i] for i in idx]
-            masks = torch.cat([masks_along(w.policy.layout, w.state, w.block) for w in group])
-            recent = None
-            if sampling.uses_history:
-                recent = torch.cat([recent_tokens(w.generated, w.block, sampling.repetition_window) for w in group])
-            raw = group[0].raw if len(group) == 1 else torch.cat([w.raw for w in group])
-            warped = warp(raw, masks, sampling, recent).split([w.raw.shape[0] for w in group])
-            for i, x in zip(idx, warped):
-                out[i] = x
-        return out
+        return run_grouped(works, lambda w: w.policy.sampling, cls._warp_group)
+
+    @staticmethod
+    def _warp_group(group: list[WarpWork]) -> tuple[torch.Tensor, ...]:
+        """One warp over the rows of sessions that share a sampling configuration."""
+        sampling = group[0].policy.sampling
+        masks = torch.cat([masks_along(w.policy.layout, w.state, w.block) for w in group])
+        recent = None
+        if sampling.uses_history:
+            recent = torch.cat([recent_tokens(w.generated, w.block, sampling.repetition_window) for w in group])
+        raw = group[0].raw if len(group) == 1 else torch.cat([w.raw for w in group])
+        return warp(raw, masks, sampling, recent).split([w.raw.shape[0] for w in group])

@@ -21,7 +21,7 @@ import torch
 
 from voicespec.engine.kv_cache import KVCache
 from voicespec.engine.layout import Prompt, TokenLayout
-from voicespec.engine.work import Work
+from voicespec.engine.work import Work, run_grouped
 
 
 class StepLM(Protocol):
@@ -115,25 +115,25 @@ def forward_batch(sessions: list[LMSession], blocks: list[torch.Tensor], trees: 
     ``trees[b]``: a :class:`~voicespec.engine.tree.TreeShape` when block ``b`` is a draft tree
     (root first, breadth first), else None. A block's embeddings are by slot; a tree slot's
     track row is its depth's (``embed_batch`` reads rows by slot, so trees embed themselves)."""
-    out: list[torch.Tensor | None] = [None] * len(sessions)
     trees = trees or [None] * len(sessions)
-    by_stack: dict[int, list[int]] = {}
-    for i, s in enumerate(sessions):
-        if s.stack is None:
-            if trees[i] is not None:
-                raise ValueError("draft trees need a position-addressed cache (a plain-torch stack)")
-            out[i] = s.forward(blocks[i])
-        else:
-            by_stack.setdefault(id(s.stack), []).append(i)
-    for idx in by_stack.values():
-        group, steps = [sessions[i] for i in idx], [blocks[i] for i in idx]
-        kind, counts = type(group[0]), [b.shape[0] for b in steps]
-        group_trees = [trees[i] for i in idx]
-        h = group[0].stack.forward(kind.embed_batch(group, steps, group_trees), group[0].cache, [s.row for s in group], counts,
-                                   None if all(t is None for t in group_trees) else group_trees)
-        for i, s, n, logits in zip(idx, group, counts, kind.readout_batch(group, h, counts)):
-            out[i] = logits
-            s.length += n
+    return run_grouped(list(zip(sessions, blocks, trees)), lambda job: None if job[0].stack is None else id(job[0].stack),
+                       _forward_group)
+
+
+def _forward_group(jobs: list[tuple[LMSession, torch.Tensor, Any]]) -> list[torch.Tensor]:
+    """One padded pass over the ``(session, block, tree)`` jobs that share a stack (its cache); a
+    session without one (the ``transformers`` oracle) runs alone."""
+    group, steps, group_trees = (list(x) for x in zip(*jobs))
+    if group[0].stack is None:
+        if any(t is not None for t in group_trees):
+            raise ValueError("draft trees need a position-addressed cache (a plain-torch stack)")
+        return [s.forward(b) for s, b in zip(group, steps)]
+    kind, counts = type(group[0]), [b.shape[0] for b in steps]
+    h = group[0].stack.forward(kind.embed_batch(group, steps, group_trees), group[0].cache, [s.row for s in group], counts,
+                               None if all(t is None for t in group_trees) else group_trees)
+    out = kind.readout_batch(group, h, counts)
+    for s, n in zip(group, counts):
+        s.length += n
     return out
 
 
@@ -175,24 +175,24 @@ class Prefill(Work):
 
     @classmethod
     def run(cls, works: list[Prefill]) -> list[LMSession | Exception]:
-        out: list[LMSession | Exception] = [None] * len(works)  # type: ignore[list-item]
-        by_lm: dict[int, list[int]] = {}
-        for i, w in enumerate(works):
-            by_lm.setdefault(id(w.lm), []).append(i)
-        for idx in by_lm.values():
-            t = time.perf_counter()
-            lm = works[idx[0]].lm
-            start_batch = getattr(lm, "start_batch", None)
-            if start_batch is not None:
-                results = start_batch([works[i].prompt for i in idx])
-            else:
-                results = []
-                for i in idx:
-                    try:
-                        results.append(lm.start(works[i].prompt))
-                    except (ValueError, TypeError) as e:
-                        results.append(e)
-            dt = time.perf_counter() - t
-            for i, r in zip(idx, results):
-                out[i], works[i].seconds = r, dt
-        return out
+        return run_grouped(works, lambda w: id(w.lm), cls._start)
+
+    @staticmethod
+    def _start(group: list[Prefill]) -> list[LMSession | Exception]:
+        """The prompts of one LM in one call where it can (``start_batch``), else one by one."""
+        t = time.perf_counter()
+        lm = group[0].lm
+        start_batch = getattr(lm, "start_batch", None)
+        if start_batch is not None:
+            results = start_batch([w.prompt for w in group])
+        else:
+            results = []
+            for w in group:
+                try:
+                    results.append(lm.start(w.prompt))
+                except (ValueError, TypeError) as e:
+                    results.append(e)
+        dt = time.perf_counter() - t
+        for w in group:
+            w.seconds = dt
+        return results

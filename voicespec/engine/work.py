@@ -10,10 +10,11 @@ decoding cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar
 
 R = TypeVar("R")
+T = TypeVar("T")
 DEFERRED = object()  # what a deferred work's session is resumed with (see Work.deferrable)
 
 
@@ -32,16 +33,28 @@ class Work:
         raise NotImplementedError
 
 
+def run_grouped(items: Sequence[T], key: Callable[[T], Hashable],
+                run: Callable[[list[T]], Iterable[R]]) -> list[R]:
+    """Group by key, run, scatter back: ``run`` is called once per distinct ``key(item)`` with the
+    items that share it (in input order) and yields one result per item; the results come back in
+    the input order. Every batched call (works by kind, passes by stack, warps by sampling config,
+    fine stages by model, codec pushes by stream kind) is shaped like this, so it is written once."""
+    out: list[Any] = [None] * len(items)
+    groups: dict[Hashable, list[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(key(item), []).append(i)
+    for idx in groups.values():
+        results = list(run([items[i] for i in idx]))
+        if len(results) != len(idx):
+            raise RuntimeError(f"a batched call gave {len(results)} results for {len(idx)} items")
+        for i, r in zip(idx, results):
+            out[i] = r
+    return out
+
+
 def run_works(works: list[Work]) -> list[Any]:
     """Execute ``works`` grouped by kind (one :meth:`Work.run` per class); results in input order."""
-    results: list[Any] = [None] * len(works)
-    kinds: dict[type, list[int]] = {}
-    for i, w in enumerate(works):
-        kinds.setdefault(type(w), []).append(i)
-    for kind, idx in kinds.items():
-        for i, r in zip(idx, kind.run([works[i] for i in idx])):
-            results[i] = r
-    return results
+    return run_grouped(works, type, lambda group: type(group[0]).run(group))
 
 
 def drive(co: Generator[Work, Any, R]) -> R:

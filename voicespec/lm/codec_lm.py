@@ -29,7 +29,7 @@ from voicespec.engine.config import SamplingConfig
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout, Prompt
 from voicespec.engine.sampling import choose_rows, draw_uniforms
 from voicespec.engine.step_lm import LMSession
-from voicespec.engine.work import Work
+from voicespec.engine.work import Work, run_grouped
 from voicespec.folders import FolderConfig
 from voicespec.lm.backbone import BackboneConfig, LlamaBackbone
 from voicespec.lm.llama import LlamaStack
@@ -388,31 +388,31 @@ class FineWork(Work):
     @classmethod
     @torch.inference_mode()
     def run(cls, works: list[FineWork]) -> list[torch.Tensor]:
-        out: list[torch.Tensor | None] = [None] * len(works)
-        groups: dict[tuple[int, SamplingConfig], list[int]] = {}
-        for i, w in enumerate(works):
-            groups.setdefault((id(w.session.model), w.sampling), []).append(i)
-        for (_, sampling), idx in groups.items():
-            group = [works[i] for i in idx]
-            model = group[0].session.model
-            K, n = model.config.n_codebooks, [w.coarse.shape[0] for w in group]
-            starts = [sum(n[:b]) for b in range(len(group))]
-            u = None if sampling.greedy else torch.cat(  # [sum n, K-1]: each session's draws, frame-major
-                [draw_uniforms(w.generator, m * (K - 1)).view(m, K - 1) for w, m in zip(group, n)])
+        return run_grouped(works, lambda w: (id(w.session.model), w.sampling), cls._complete)
 
-            def pick(logits: torch.Tensor, frames: list[tuple[int, int]], k: int) -> torch.Tensor:
-                rows = None if u is None else u[[starts[b] + j for b, j in frames], k - 1:k]
-                return choose_rows(logits.float().cpu(), sampling, rows)
+    @staticmethod
+    def _complete(group: list[FineWork]) -> list[torch.Tensor]:
+        """One fine-stage call over the frames of sessions that share a model and a sampling config."""
+        model, sampling = group[0].session.model, group[0].sampling
+        K, n = model.config.n_codebooks, [w.coarse.shape[0] for w in group]
+        starts = [sum(n[:b]) for b in range(len(group))]
+        u = None if sampling.greedy else torch.cat(  # [sum n, K-1]: each session's draws, frame-major
+            [draw_uniforms(w.generator, m * (K - 1)).view(m, K - 1) for w, m in zip(group, n)])
 
-            frames = model.fine.generate(  # on the model's device; picks on the host
-                [w.session.hidden[w.first: w.first + m] for w, m in zip(group, n)], [w.coarse for w in group],
-                torch.stack([w.session.prev for w in group]).to(model.device), pick,
-                group[0].session.stack.linears if group[0].session.stack is not None else nn.Linear.__call__)
-            for i, w, f in zip(idx, group, frames):
-                f = f.cpu()
-                if f.shape[1]:
-                    w.session.prev = f[:, -1]
-                out[i] = f
+        def pick(logits: torch.Tensor, frames: list[tuple[int, int]], k: int) -> torch.Tensor:
+            rows = None if u is None else u[[starts[b] + j for b, j in frames], k - 1:k]
+            return choose_rows(logits.float().cpu(), sampling, rows)
+
+        frames = model.fine.generate(  # on the model's device; picks on the host
+            [w.session.hidden[w.first: w.first + m] for w, m in zip(group, n)], [w.coarse for w in group],
+            torch.stack([w.session.prev for w in group]).to(model.device), pick,
+            group[0].session.stack.linears if group[0].session.stack is not None else nn.Linear.__call__)
+        out = []
+        for w, f in zip(group, frames):
+            f = f.cpu()
+            if f.shape[1]:
+                w.session.prev = f[:, -1]
+            out.append(f)
         return out
 
 

@@ -32,6 +32,7 @@ from voicespec.pipeline.voice import Voice, load_voice, voice_names
 from voicespec.threads import use_threads
 from voicespec.serve import protocol as P
 from voicespec.serve.config import ServerConfig
+from voicespec.serve.heap import give_back_freed_memory
 from voicespec.serve.http import HttpConnection, HttpFront
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import DecodeWorker, Job
@@ -48,6 +49,7 @@ class TTSServer:
     def __init__(self, config: ServerConfig, voice: Voice | None = None) -> None:
         self.config = config
         use_threads(config.threads)  # the model thread's and the audio worker's intra-op threads
+        give_back_freed_memory()  # a burst of sessions must not leave RSS at its high-water mark
         lent = voice is not None  # a lent voice keeps its own frame cache (or none); the others share the server's
         if voice is None:
             voice = load_voice(config.voice, config.device, config.dtype)
