@@ -7,7 +7,7 @@ import math
 import os
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -153,3 +153,14 @@ def write_audio_atomic(path: str | Path, pcm: np.ndarray | torch.Tensor, sample_
     fmt = check_audio_path(path)
     with atomic_open(path) as f:
         _write(f, pcm, sample_rate, fmt)
+
+
+def write_audio_chunks(path: str | Path, chunks: Iterable[np.ndarray | torch.Tensor], sample_rate: int,
+                       suffix: str | None = None) -> None:
+    """Write PCM chunks to ``path`` as they come (atomically), so a chapter's audio is never held
+    whole; format by ``suffix`` (default: the path's extension). The bytes are
+    :func:`write_audio_atomic`'s for the chunks joined, but for an Ogg stream's random serial number."""
+    fmt = check_audio_path("audio" + suffix if suffix else path)
+    with atomic_open(path) as f, sf.SoundFile(f, "w", sample_rate, 1, fmt[1], format=fmt[0]) as out:
+        for pcm in chunks:
+            out.write(to_int16(pcm))

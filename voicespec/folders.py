@@ -20,16 +20,30 @@ SHARD_BYTES = 16_000_000
 HF_BOOKKEEPING = ("architectures", "dtype", "torch_dtype", "transformers_version", "_name_or_path")
 
 
+def _read_json(cfg_file: Path) -> Any:
+    try:
+        return json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+
+
+def declared_type(path: str | Path, type_key: str = "model_type") -> str | None:
+    """The type a local folder's config declares (None where there is no config, as for a hub
+    id, or it declares none): how a loader picks the class before reading the folder as one."""
+    cfg_file = Path(path) / CONFIG_NAME
+    if not cfg_file.is_file():
+        return None
+    raw = _read_json(cfg_file)
+    return raw.get(type_key) if isinstance(raw, dict) else None
+
+
 def read_config(path: str | Path, type_key: str, type_value: str, what: str) -> dict[str, Any]:
     """The folder's config, checked to be a ``what`` (``config[type_key] == type_value``)."""
     path = Path(path)
     cfg_file = path / CONFIG_NAME
     if not cfg_file.is_file() or not ((path / WEIGHTS_NAME).is_file() or (path / INDEX_NAME).is_file()):
         raise FileNotFoundError(f"{path}: not {what} folder (needs {CONFIG_NAME} and {WEIGHTS_NAME} or {INDEX_NAME})")
-    try:
-        raw = json.loads(cfg_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{cfg_file}: invalid JSON ({e})") from None
+    raw = _read_json(cfg_file)
     if not isinstance(raw, dict) or raw.get(type_key) != type_value:
         kind = raw.get(type_key) if isinstance(raw, dict) else None
         raise ValueError(f"{cfg_file}: not {what} config ({type_key}={kind!r})")

@@ -120,20 +120,6 @@ def check_not_terminal(instead: str) -> None:
         raise CliError(f"refusing to write audio to a terminal: redirect stdout (> out.wav, | aplay) or give {instead}")
 
 
-def write_audio_stream(path: Path, chunks: Iterable[torch.Tensor], sample_rate: int, suffix: str) -> None:
-    """Write chunks of PCM to ``path`` as they come (atomically), so a chapter's audio is never
-    held whole: quantized and encoded as :func:`voicespec.audio.encode_audio` does (the same bytes,
-    but for an Ogg stream's random serial number)."""
-    import soundfile as sf
-
-    from voicespec.audio import FILE_FORMATS, atomic_open, to_int16
-
-    fmt, subtype = FILE_FORMATS[suffix]
-    with atomic_open(path) as f, sf.SoundFile(f, "w", sample_rate, 1, subtype, format=fmt) as out:
-        for pcm in chunks:
-            out.write(to_int16(pcm))
-
-
 def audio_to_stdout(pcm: torch.Tensor | np.ndarray, sample_rate: int, suffix: str) -> None:
     """A whole audio file on stdout: its header needs its length, so it is written at the end."""
     from voicespec.audio import encode_audio
@@ -161,6 +147,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     import torch
 
     from voicespec.api import LongTextStream
+    from voicespec.audio import write_audio_chunks
     from voicespec.frontend.lexicon import read_lexicon
     from voicespec.frontend.ssml import is_ssml
     from voicespec.pipeline.synthesis import SynthesisStream
@@ -189,7 +176,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     if args.output_raw:
         write_raw_stream(chunks, rate)
     elif path is not None:
-        write_audio_stream(path, chunks, rate, suffix)
+        write_audio_chunks(path, chunks, rate, suffix)
     else:
         audio_to_stdout(torch.cat([*chunks, torch.zeros(0)]), rate, suffix)
     if args.dump_tokens:

@@ -16,23 +16,11 @@ import torch
 
 from voicespec.engine.layout import FlatLayout, TokenLayout, layout_from_dict
 from voicespec.engine.step_lm import StepLM
-from voicespec.folders import CONFIG_NAME
+from voicespec.folders import CONFIG_NAME, declared_type
 from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, CodecStepLM
 from voicespec.weights import FolderModule
 
 LAYOUT_KEY = "voicespec_layout"
-
-
-def model_type(path: str) -> str | None:
-    """The ``model_type`` a local folder's config declares (None for a hub id, or none declared)."""
-    cfg = Path(path) / CONFIG_NAME
-    if not cfg.is_file():
-        return None
-    try:
-        raw = json.loads(cfg.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{cfg}: invalid JSON ({e})") from None
-    return raw.get("model_type") if isinstance(raw, dict) else None
 
 
 def save_model(model: Any, path: str | Path) -> None:
@@ -54,7 +42,7 @@ def check_model_folder(path: str) -> None:
     ``name``) that is not a local path is left to ``from_pretrained`` as a hub id."""
     p = Path(path)
     if p.exists():
-        if not (p / "config.json").is_file():
+        if not (p / CONFIG_NAME).is_file():
             raise FileNotFoundError(f"{path}: not a model folder (no config.json)")
         return
     looks_local = p.is_absolute() or path.startswith((".", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
@@ -68,7 +56,7 @@ def load_step_lm(path: str, layout: TokenLayout | dict[str, Any] | None = None, 
     KV cache) on ``device`` in ``dtype`` (default: as saved). Our codec LMs load in plain torch;
     anything else goes through ``transformers`` (imported only then)."""
     check_model_folder(path)
-    if model_type(path) == CodecLMConfig.TYPE:
+    if declared_type(path) == CodecLMConfig.TYPE:
         return CodecStepLM(CodecLM.from_folder(path).to(device, dtype))
     from transformers import AutoConfig, AutoModelForCausalLM
 

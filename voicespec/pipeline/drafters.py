@@ -19,7 +19,8 @@ from voicespec.engine.drafters import ChoiceDrafter, Drafter, EarlyExitDrafter, 
 from voicespec.engine.step_lm import StepLM
 from voicespec.lm.codec_lm import CodecStepLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
-from voicespec.lm.loading import check_model_folder, load_step_lm, model_type
+from voicespec.folders import declared_type
+from voicespec.lm.loading import check_model_folder, load_step_lm
 
 BUILTIN = ("none", "ngram", "auto")
 EARLY_EXIT = "early-exit-"  # + the layers kept: the target's first layers as its own draft
@@ -55,7 +56,7 @@ def build_drafter(name: str, draft_models: Mapping[str, str | Path], ngram: Mapp
     if name in draft_models:
         folder = str(draft_models[name])
         check_model_folder(folder)
-        if model_type(folder) == DraftHeadsConfig.TYPE:
+        if declared_type(folder) == DraftHeadsConfig.TYPE:
             if target is None:
                 raise ValueError(f"drafter {name!r} reads the target's hidden state: it needs the target")
             heads = DraftHeads.from_folder(folder).to(device, dtype)
