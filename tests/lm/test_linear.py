@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from voicespec.lm.linear import Linears, _oneDNN, cpu_kernel
+from voicespec.lm.linear import Joined, Linears, _oneDNN, cpu_kernel
 
 pytestmark = pytest.mark.skipif(not _oneDNN(), reason="this torch build has no oneDNN linear")
 
@@ -69,3 +69,34 @@ def test_the_environment_chooses_the_kernel(monkeypatch):
     monkeypatch.setenv("VOICESPEC_CPU_LINEAR", "mkl")
     with pytest.raises(ValueError, match="VOICESPEC_CPU_LINEAR must be one of"):
         Linears()
+
+
+@pytest.mark.parametrize("rows", [1, 4, 16])
+def test_joined_maps_give_each_part_its_own_values(rows):
+    torch.manual_seed(1)
+    q, k, v = (nn.Linear(64, n, bias=False).requires_grad_(False) for n in (64, 32, 32))
+    joined, lin = Joined(q, k, v), Linears()
+    x = torch.randn(rows, 1, 64)
+    parts = lin(joined.linear(), x).split(joined.sizes, -1)
+    for part, layer in zip(parts, (q, k, v)):
+        assert part.shape == (rows, 1, layer.out_features)
+        assert torch.equal(part, lin(layer, x))  # the same dot products: bitwise, so no token can change
+
+
+def test_joined_maps_follow_a_part_changed_or_replaced_and_keep_biases():
+    torch.manual_seed(2)
+    gate, up = nn.Linear(64, 48).requires_grad_(False), nn.Linear(64, 16, bias=False).requires_grad_(False)
+    joined, x = Joined(gate, up), torch.randn(5, 64)
+
+    def check():
+        g, u = F.linear(x, joined.linear().weight, joined.linear().bias).split(joined.sizes, -1)
+        assert torch.allclose(g, gate(x), atol=1e-6) and torch.allclose(u, up(x), atol=1e-6)
+
+    check()
+    gate.weight.mul_(2)  # in place
+    check()
+    up.weight = nn.Parameter(torch.randn(16, 64), requires_grad=False)  # replaced
+    check()
+    with torch.inference_mode():  # weights made under inference mode (no version counter)
+        inf = nn.Linear(64, 8)
+    assert torch.equal(Joined(inf).linear().weight, inf.weight)

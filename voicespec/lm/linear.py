@@ -66,3 +66,37 @@ class Linears:
             hit = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach(), None))
             self._packed[id(w)] = hit
         return hit[1]
+
+
+class Joined:
+    """Linear maps that read the same input, as one: ``linears(joined.linear(), x).split(joined.sizes,
+    -1)`` gives each map's output (q, k and v; gate and up). One GEMM instead of several costs less
+    at a pass's few rows (on the 2-core CPU, a layer's five such products over 16 rows 611 -> 425 µs
+    and over 4 rows 389 -> 248 µs), and the values are the same: each output column is the same dot
+    product over the same input (bitwise equal on the CPU kernels at 1, 4 and 16 rows). The joined
+    weight is a copy, made on first use and made again when a part's weight or bias changes in place
+    or is replaced (as :class:`Linears` keys its reordered copies)."""
+
+    def __init__(self, *parts: nn.Linear) -> None:
+        self.parts = parts
+        self.sizes = [p.out_features for p in parts]
+        self._key: tuple | None = None
+        self._linear: nn.Linear | None = None
+
+    def linear(self) -> nn.Linear:
+        key = tuple((t.data_ptr(), 0 if t.is_inference() else t._version)  # an inference tensor has no version: it is never changed
+                    for p in self.parts for t in (p.weight, p.bias) if t is not None)
+        if key != self._key:
+            with torch.inference_mode(False):  # an ordinary tensor, whose version Linears can key its copy by
+                self._join(key)
+        return self._linear
+
+    def _join(self, key: tuple) -> None:
+        w = torch.cat([p.weight.detach() for p in self.parts])
+        biased = any(p.bias is not None for p in self.parts)
+        joined = nn.Linear(w.shape[1], w.shape[0], bias=biased, device="meta")
+        joined.weight = nn.Parameter(w, requires_grad=False)
+        if biased:
+            joined.bias = nn.Parameter(torch.cat([p.bias.detach() if p.bias is not None else w.new_zeros(p.out_features)
+                                                  for p in self.parts]), requires_grad=False)
+        self._key, self._linear = key, joined

@@ -19,7 +19,7 @@ from typing import Any
 
 from voicespec.engine.kv_cache import KVCache
 from voicespec.lm.backbone import apply_rotary
-from voicespec.lm.linear import Linears
+from voicespec.lm.linear import Joined, Linears
 
 
 class LlamaStack:
@@ -33,6 +33,9 @@ class LlamaStack:
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.layers = len(backbone.layers)
         self.linears = Linears()  # the backbone's linear maps, on the faster CPU kernel for a pass's rows
+        # q, k, v and gate, up of each layer read the same input: one product each (same values)
+        self.qkv = [Joined(l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj) for l in backbone.layers]
+        self.gate_up = [Joined(l.mlp.gate_proj, l.mlp.up_proj) for l in backbone.layers]
         self._pool: KVCache | None = None
 
     def new_cache(self, rows: int = 1, capacity: int = 256) -> KVCache:
@@ -107,9 +110,10 @@ class LlamaStack:
         for i, layer in enumerate(self.backbone.layers[:n_layers]):
             attn, mlp = layer.self_attn, layer.mlp
             x = layer.input_layernorm(h)
-            q = lin(attn.q_proj, x).view(S, T, self.heads, self.head_dim).transpose(1, 2)
-            k = lin(attn.k_proj, x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = lin(attn.v_proj, x).view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            q, k, v = lin(self.qkv[i].linear(), x).split(self.qkv[i].sizes, -1)  # views of one [S, T, (H + 2 KV) d]
+            q = q.view(S, T, self.heads, self.head_dim).transpose(1, 2)
+            k = k.view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = v.view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
             q, k = apply_rotary(q, k, cos, sin)
             cache.write(i, lo, start, k, v, pos)
             K, V = cache.read(i, lo, lo + S, upto)
@@ -117,7 +121,8 @@ class LlamaStack:
                                                  enable_gqa=self.kv_heads != self.heads)
             h = h + lin(attn.o_proj, out.transpose(1, 2).reshape(S, T, -1))
             x = layer.post_attention_layernorm(h)
-            h = h + lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
+            gate, up = lin(self.gate_up[i].linear(), x).split(self.gate_up[i].sizes, -1)
+            h = h + lin(mlp.down_proj, mlp.act_fn(gate) * up)
         if commit:
             for r, (s, n) in enumerate(zip(start, counts), start=lo):
                 cache.lengths[r] = s + n
