@@ -1322,3 +1322,36 @@ def test_an_ssml_text_message_is_spoken_as_offline_and_bad_markup_is_a_context_e
     reference = collect(SynthesisStream(tiny_voice, "", options, both)).pcm
     assert np.allclose(marked.pcm, reference, atol=1 / 32767) and np.array_equal(marked.pcm, explicit.pcm)
     assert errors[-1]["code"] == "bad_text" and "malformed SSML" in errors[-1]["message"]
+
+
+def test_durations_are_predicted_on_the_front_end_thread_not_the_decode_thread(aligned_voice_dir, monkeypatch):
+    """The duration predictor is text work (~3 ms a sentence): it runs where the front end runs, and
+    the decode thread, which every session's steps wait for, finds the durations ready. The audio is
+    the offline audio at the same speed, so the durations read there are the ones it would predict."""
+    from voicespec.api import Voice
+    from voicespec.frontend.duration import DurationModel
+
+    voice = Voice.load(aligned_voice_dir)  # its own remembered durations: none yet
+    start = {**START, "drafter": "ngram", "speed": 1.3}
+    threads: list[str] = []
+    real = DurationModel.predict
+
+    def recording(self, ids, rate=1.0):
+        threads.append(threading.current_thread().name)
+        return real(self, ids, rate)
+
+    monkeypatch.setattr(DurationModel, "predict", recording)
+
+    async def go(server):
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**start)
+            return await c.synthesize(TEXT)
+
+    with running(voice) as server:
+        result = run(go(server))
+    assert len(threads) == 2 and "voicespec-decode" not in threads  # one call per sentence, none on the decode thread
+    sampling = replace(voice.sampling, temperature=start["temperature"], top_k=start["top_k"])
+    decode = DecodeConfig(sampling, gamma=start["gamma"], max_steps=MAX_STEPS, seed=start["seed"])
+    pcm, _ = Synthesizer(voice).synthesize(TEXT, SynthesisOptions(decode, drafter="ngram", speed=1.3, sample_rate=16000))
+    assert len(threads) == 2  # offline, the remembered durations were read again
+    assert result.payload == to_encoding(pcm, "pcm_s16le") and len(result.payload) > 0

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,9 @@ class VoiceConfig:
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
 
 
+DURATIONS_KEPT = 4096  # sentences whose durations a voice remembers
+
+
 class Voice:
     def __init__(self, config: VoiceConfig, codec: Codec, target: StepLM, draft_dirs: dict[str, Path],
                  duration: DurationModel | None = None, lexicon: Mapping[str, str] | None = None) -> None:
@@ -71,6 +75,9 @@ class Voice:
         self.target = target
         self.draft_dirs = draft_dirs
         self.duration = duration
+        # Each sentence's durations, remembered: the server reads them on its front-end thread (see
+        # serve/context.py), so the decode thread's prefill does not run the predictor (~3 ms a sentence)
+        self._durations = lru_cache(maxsize=DURATIONS_KEPT)(self._predict_durations)
         self.tokenizer = tokenizer_from_dict(config.tokenizer)
         self.frontend = FrontEnd(self.tokenizer)
         units = getattr(self.tokenizer, "units", None)
@@ -120,7 +127,10 @@ class Voice:
         the voice's own rate); None for a target that times itself."""
         if self.duration is None:
             return None
-        return self.duration.predict(token_ids, speed * self.config.speaking_rate)
+        return list(self._durations(self.duration, tuple(token_ids), speed))
+
+    def _predict_durations(self, model: DurationModel, token_ids: tuple[int, ...], speed: float) -> tuple[int, ...]:
+        return tuple(model.predict(list(token_ids), speed * self.config.speaking_rate))
 
     def prompt(self, token_ids: list[int], durations: list[int] | None = None) -> Prompt:
         """The LM prompt for one sentence; an aligned target also gets its frame-aligned track

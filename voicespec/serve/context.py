@@ -18,7 +18,7 @@ from typing import Any
 
 from voicespec.frontend.incremental import complete_prefix
 from voicespec.frontend.lexicon import LexiconError
-from voicespec.frontend.ssml import SSMLError
+from voicespec.frontend.ssml import Script, SSMLError
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.synthesis import SynthesisOptions
 from voicespec.pipeline.voice import Voice
@@ -133,7 +133,7 @@ class Context:
     async def _speak(self, text: str, ssml: bool | None = False, lexicon: Mapping[str, str] | None = None) -> None:
         lexicon = lexicon if lexicon is not None else self.lexicon
         try:
-            script = await asyncio.to_thread(self.voice.script, text, ssml=ssml, lexicon=lexicon)
+            script = await asyncio.to_thread(self._read, text, ssml, lexicon)
         except (SSMLError, LexiconError):  # the client's markup or pronunciations: said, not skipped
             raise
         except TextError as e:  # a piece with nothing speakable (only punctuation, say): the rest may have
@@ -149,6 +149,15 @@ class Context:
         else:
             self.job.stream.add(script)
             self._bump()
+
+    def _read(self, text: str, ssml: bool | None, lexicon: Mapping[str, str] | None) -> Script:
+        """The front end's share of a text, on a thread: its script, and each sentence's durations
+        at the speed its stream will ask for (``SynthesisStream._speed``), which the voice remembers,
+        so the decode thread, which every session's steps wait for, does not predict them."""
+        script = self.voice.script(text, ssml=ssml, lexicon=lexicon)
+        for i, (_, ids) in enumerate(script.sentences):
+            self.voice.durations(ids, self.options.speed * script.speeds.get(i, 1.0))
+        return script
 
     def _bump(self) -> None:
         self.job.input_version += 1
