@@ -75,28 +75,37 @@ def test_the_environment_chooses_the_kernel(monkeypatch):
 def test_joined_maps_give_each_part_its_own_values(rows):
     torch.manual_seed(1)
     q, k, v = (nn.Linear(64, n, bias=False).requires_grad_(False) for n in (64, 32, 32))
-    joined, lin = Joined(q, k, v), Linears()
+    lin = Linears()
+    joined, sizes = Joined().linear(q, k, v)
     x = torch.randn(rows, 1, 64)
-    parts = lin(joined.linear(), x).split(joined.sizes, -1)
+    parts = lin(joined, x).split(sizes, -1)
     for part, layer in zip(parts, (q, k, v)):
         assert part.shape == (rows, 1, layer.out_features)
         assert torch.equal(part, lin(layer, x))  # the same dot products: bitwise, so no token can change
 
 
-def test_joined_maps_follow_a_part_changed_or_replaced_and_keep_biases():
+def test_joined_maps_follow_every_change_of_a_part_through_the_reordered_kernel():
+    """Changed in place, replaced, or a part swapped for another module: each time the joined map
+    (and the reordered copy Linears keeps of it) gives the parts' current values."""
     torch.manual_seed(2)
     gate, up = nn.Linear(64, 48).requires_grad_(False), nn.Linear(64, 16, bias=False).requires_grad_(False)
-    joined, x = Joined(gate, up), torch.randn(5, 64)
+    j, lin, x = Joined(), Linears(), torch.randn(5, 64)
 
-    def check():
-        g, u = F.linear(x, joined.linear().weight, joined.linear().bias).split(joined.sizes, -1)
-        assert torch.allclose(g, gate(x), atol=1e-6) and torch.allclose(u, up(x), atol=1e-6)
+    def check(*parts):
+        joined, sizes = j.linear(*parts)
+        for got, part in zip(lin(joined, x).split(sizes, -1), parts):
+            assert torch.allclose(got, F.linear(x, part.weight, part.bias), atol=1e-5, rtol=1e-5)
 
-    check()
-    gate.weight.mul_(2)  # in place
-    check()
+    check(gate, up)
+    first = j.linear(gate, up)[0]
+    for _ in range(3):  # repeated changes: one joined tensor, refilled, never a stale reordered copy
+        gate.weight.mul_(2)
+        check(gate, up)
+    assert j.linear(gate, up)[0] is first and len(lin._packed) == 1
     up.weight = nn.Parameter(torch.randn(16, 64), requires_grad=False)  # replaced
-    check()
+    check(gate, up)
+    other = nn.Linear(64, 16).requires_grad_(False)  # a part swapped for another module (with a bias)
+    check(gate, other)
     with torch.inference_mode():  # weights made under inference mode (no version counter)
         inf = nn.Linear(64, 8)
-    assert torch.equal(Joined(inf).linear().weight, inf.weight)
+    assert torch.equal(Joined().linear(inf)[0].weight, inf.weight)

@@ -69,34 +69,42 @@ class Linears:
 
 
 class Joined:
-    """Linear maps that read the same input, as one: ``linears(joined.linear(), x).split(joined.sizes,
-    -1)`` gives each map's output (q, k and v; gate and up). One GEMM instead of several costs less
-    at a pass's few rows (on the 2-core CPU, a layer's five such products over 16 rows 611 -> 425 µs
-    and over 4 rows 389 -> 248 µs), and the values are the same: each output column is the same dot
-    product over the same input (bitwise equal on the CPU kernels at 1, 4 and 16 rows). The joined
-    weight is a copy, made on first use and made again when a part's weight or bias changes in place
-    or is replaced (as :class:`Linears` keys its reordered copies)."""
+    """Linear maps that read the same input, as one: with ``joined, sizes = j.linear(*parts)``,
+    ``linears(joined, x).split(sizes, -1)`` gives each part's output (q, k and v; gate and up). One GEMM instead of
+    several costs less at a pass's few rows (on the 2-core CPU, a layer's five such products over 16
+    rows 611 -> 425 µs and over 4 rows 389 -> 248 µs), and the values are the same: each output
+    column is the same dot product over the same input (bitwise equal on the CPU kernels at 1, 4
+    and 16 rows). The parts are passed on every call (the layer's live modules, so a swapped module
+    is followed); the joined weight is one tensor, refilled in place when a part's weight or bias
+    changes or is replaced, so :class:`Linears` sees its version move and reorders it again."""
 
-    def __init__(self, *parts: nn.Linear) -> None:
-        self.parts = parts
-        self.sizes = [p.out_features for p in parts]
-        self._key: tuple | None = None
-        self._linear: nn.Linear | None = None
+    def __init__(self) -> None:
+        self._state: tuple[tuple, nn.Linear, list[int]] | None = None  # (the parts' key, the map, its split): one read, one write
 
-    def linear(self) -> nn.Linear:
-        key = tuple((t.data_ptr(), 0 if t.is_inference() else t._version)  # an inference tensor has no version: it is never changed
-                    for p in self.parts for t in (p.weight, p.bias) if t is not None)
-        if key != self._key:
-            with torch.inference_mode(False):  # an ordinary tensor, whose version Linears can key its copy by
-                self._join(key)
-        return self._linear
+    def linear(self, *parts: nn.Linear) -> tuple[nn.Linear, list[int]]:
+        key = tuple((t.data_ptr(), 0 if t.is_inference() else t._version)  # an inference tensor has no version: never changed in place
+                    for p in parts for t in (p.weight, p.bias) if t is not None)
+        state = self._state
+        if state is None or state[0] != key:
+            with torch.inference_mode(False):  # an ordinary tensor, whose version Linears keys its copy by
+                state = (key, self._join(parts, None if state is None else state[1]), [p.out_features for p in parts])
+            self._state = state
+        return state[1], state[2]
 
-    def _join(self, key: tuple) -> None:
-        w = torch.cat([p.weight.detach() for p in self.parts])
-        biased = any(p.bias is not None for p in self.parts)
-        joined = nn.Linear(w.shape[1], w.shape[0], bias=biased, device="meta")
+    @staticmethod
+    def _join(parts: tuple[nn.Linear, ...], joined: nn.Linear | None) -> nn.Linear:
+        w = torch.cat([p.weight.detach() for p in parts])
+        b = None
+        if any(p.bias is not None for p in parts):
+            b = torch.cat([p.bias.detach() if p.bias is not None else w.new_zeros(p.out_features) for p in parts])
+        if joined is not None and joined.weight.shape == w.shape and (joined.bias is None) == (b is None) \
+                and joined.weight.dtype == w.dtype and joined.weight.device == w.device:
+            joined.weight.copy_(w)  # the same tensor, a new version
+            if b is not None:
+                joined.bias.copy_(b)
+            return joined
+        joined = nn.Linear(w.shape[1], w.shape[0], bias=b is not None, device="meta")
         joined.weight = nn.Parameter(w, requires_grad=False)
-        if biased:
-            joined.bias = nn.Parameter(torch.cat([p.bias.detach() if p.bias is not None else w.new_zeros(p.out_features)
-                                                  for p in self.parts]), requires_grad=False)
-        self._key, self._linear = key, joined
+        if b is not None:
+            joined.bias = nn.Parameter(b, requires_grad=False)
+        return joined

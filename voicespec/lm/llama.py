@@ -34,8 +34,8 @@ class LlamaStack:
         self.layers = len(backbone.layers)
         self.linears = Linears()  # the backbone's linear maps, on the faster CPU kernel for a pass's rows
         # q, k, v and gate, up of each layer read the same input: one product each (same values)
-        self.qkv = [Joined(l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj) for l in backbone.layers]
-        self.gate_up = [Joined(l.mlp.gate_proj, l.mlp.up_proj) for l in backbone.layers]
+        self.qkv = [Joined() for _ in backbone.layers]
+        self.gate_up = [Joined() for _ in backbone.layers]
         self._pool: KVCache | None = None
 
     def new_cache(self, rows: int = 1, capacity: int = 256) -> KVCache:
@@ -110,7 +110,8 @@ class LlamaStack:
         for i, layer in enumerate(self.backbone.layers[:n_layers]):
             attn, mlp = layer.self_attn, layer.mlp
             x = layer.input_layernorm(h)
-            q, k, v = lin(self.qkv[i].linear(), x).split(self.qkv[i].sizes, -1)  # views of one [S, T, (H + 2 KV) d]
+            joined, sizes = self.qkv[i].linear(attn.q_proj, attn.k_proj, attn.v_proj)
+            q, k, v = lin(joined, x).split(sizes, -1)  # views of one [S, T, (H + 2 KV) d]
             q = q.view(S, T, self.heads, self.head_dim).transpose(1, 2)
             k = k.view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
             v = v.view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -121,7 +122,8 @@ class LlamaStack:
                                                  enable_gqa=self.kv_heads != self.heads)
             h = h + lin(attn.o_proj, out.transpose(1, 2).reshape(S, T, -1))
             x = layer.post_attention_layernorm(h)
-            gate, up = lin(self.gate_up[i].linear(), x).split(self.gate_up[i].sizes, -1)
+            joined, sizes = self.gate_up[i].linear(mlp.gate_proj, mlp.up_proj)
+            gate, up = lin(joined, x).split(sizes, -1)
             h = h + lin(mlp.down_proj, mlp.act_fn(gate) * up)
         if commit:
             for r, (s, n) in enumerate(zip(start, counts), start=lo):

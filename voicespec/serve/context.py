@@ -156,7 +156,10 @@ class Context:
         so the decode thread, which every session's steps wait for, does not predict them."""
         script = self.voice.script(text, ssml=ssml, lexicon=lexicon)
         for i, (_, ids) in enumerate(script.sentences):
-            self.voice.durations(ids, self.options.speed * script.speeds.get(i, 1.0))
+            try:
+                self.voice.durations(ids, self.options.speed * script.speeds.get(i, 1.0))
+            except ValueError:  # a warm-up only: the stream meets the same error where it always did
+                break
         return script
 
     def _bump(self) -> None:
