@@ -70,13 +70,14 @@ class Linears:
 
 class Joined:
     """Linear maps that read the same input, as one: with ``joined, sizes = j.linear(*parts)``,
-    ``linears(joined, x).split(sizes, -1)`` gives each part's output (q, k and v; gate and up). One GEMM instead of
-    several costs less at a pass's few rows (on the 2-core CPU, a layer's five such products over 16
-    rows 611 -> 425 µs and over 4 rows 389 -> 248 µs), and the values are the same: each output
-    column is the same dot product over the same input (bitwise equal on the CPU kernels at 1, 4
-    and 16 rows). The parts are passed on every call (the layer's live modules, so a swapped module
-    is followed); the joined weight is one tensor, refilled in place when a part's weight or bias
-    changes or is replaced, so :class:`Linears` sees its version move and reorders it again."""
+    ``linears(joined, x).split(sizes, -1)`` gives each part's output (q, k and v; gate and up).
+    One GEMM instead of several costs less at a pass's few rows (on the 2-core CPU, a layer's five
+    such products over 16 rows 611 -> 425 µs and over 4 rows 389 -> 248 µs), and the values are the
+    same: each output column is the same dot product over the same input (bitwise equal on the CPU
+    kernels at 1, 4 and 16 rows). The parts are passed on every call (the layer's live modules, so
+    a swapped module is followed); the joined weight is one tensor, refilled in place when a part's
+    weight or bias changes or is replaced, so :class:`Linears` sees its version move and reorders
+    it again."""
 
     def __init__(self) -> None:
         self._state: tuple[tuple, nn.Linear, list[int]] | None = None  # (the parts' key, the map, its split): one read, one write

@@ -59,6 +59,10 @@ class SynthesisOptions:
             check_sample_rate(self.sample_rate)
         check_speed(self.speed)
 
+    def speed_of(self, script: Script, i: int) -> float:
+        """Sentence ``i`` of ``script``'s speed: the request's, times its ``<prosody rate>``."""
+        return self.speed * script.speeds.get(i, 1.0)
+
 
 @dataclass
 class AudioChunk:
@@ -152,9 +156,6 @@ class SynthesisStream:
                                  "(<prosody rate>)")
             check_speed(self.options.speed * rate)
 
-    def _speed(self, i: int) -> float:
-        return self.options.speed * self.script.speeds.get(i, 1.0)
-
     def _silence(self, i: int, sentence: int) -> AudioChunk | None:
         """The silence before sentence ``i`` (a ``<break>``), in whole codec frames, so the words
         after it are timed exactly by it."""
@@ -180,7 +181,7 @@ class SynthesisStream:
         a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
-        durations = self.voice.durations(ids, self._speed(i))
+        durations = self.voice.durations(ids, self.options.speed_of(self.script, i))
         prompt = self.voice.prompt(ids, durations)
         config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
         if durations is not None:
@@ -190,7 +191,7 @@ class SynthesisStream:
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
         cache = self.voice.frame_cache
-        key = frame_key(self.voice.target, ids, config, self.drafter_name, self._speed(i)) if cache is not None else None
+        key = frame_key(self.voice.target, ids, config, self.drafter_name, self.options.speed_of(self.script, i)) if cache is not None else None
         replay = cache.get(key) if key is not None else None
         # The prefill is yielded: a scheduler prefills a tick's newcomers in one pass.
         gen = None if replay is not None else (yield from self.decoder.open(prompt, config))

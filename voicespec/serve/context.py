@@ -152,12 +152,12 @@ class Context:
 
     def _read(self, text: str, ssml: bool | None, lexicon: Mapping[str, str] | None) -> Script:
         """The front end's share of a text, on a thread: its script, and each sentence's durations
-        at the speed its stream will ask for (``SynthesisStream._speed``), which the voice remembers,
+        at the speed its stream will ask for (``SynthesisOptions.speed_of``), which the voice remembers,
         so the decode thread, which every session's steps wait for, does not predict them."""
         script = self.voice.script(text, ssml=ssml, lexicon=lexicon)
         for i, (_, ids) in enumerate(script.sentences):
             try:
-                self.voice.durations(ids, self.options.speed * script.speeds.get(i, 1.0))
+                self.voice.durations(ids, self.options.speed_of(script, i))
             except ValueError:  # a warm-up only: the stream meets the same error where it always did
                 break
         return script
