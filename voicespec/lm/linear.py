@@ -18,6 +18,7 @@ is not the faster one, or an A/B); ``voicespec bench`` reports which kernel ran.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -41,6 +42,16 @@ def cpu_kernel() -> str:
     return choice if _oneDNN() else "default"
 
 
+@dataclass
+class Affine:
+    """A linear map's parameters without a module (``weight [out, in]``, ``bias [out]`` or None): what
+    :class:`Linears` reads. Building an ``nn.Linear`` instead would run its initialiser, whose first
+    call imports torch's symbolic-shape machinery (sympy): 0.7 s inside a process's first decode."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+
 class Linears:
     """``linears(module, x)``: ``module(x)`` for an ``nn.Linear`` (``x [..., in] -> [..., out]``),
     on the faster CPU kernel for ``x``'s row count. One per model: it keeps each weight's reordered copy."""
@@ -50,7 +61,7 @@ class Linears:
         self.enabled = (cpu_kernel() == "onednn") if enabled is None else enabled and _oneDNN()
         self._packed: dict[int, tuple[tuple, torch.Tensor]] = {}
 
-    def __call__(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, module: nn.Linear | Affine, x: torch.Tensor) -> torch.Tensor:
         w = module.weight
         rows = x.numel() // x.shape[-1]
         if (not self.enabled or rows < MIN_ROWS or x.device.type != "cpu" or x.dtype != torch.float32
@@ -80,9 +91,9 @@ class Joined:
     it again."""
 
     def __init__(self) -> None:
-        self._state: tuple[tuple, nn.Linear, list[int]] | None = None  # (the parts' key, the map, its split): one read, one write
+        self._state: tuple[tuple, Affine, list[int]] | None = None  # (the parts' key, the map, its split): one read, one write
 
-    def linear(self, *parts: nn.Linear) -> tuple[nn.Linear, list[int]]:
+    def linear(self, *parts: nn.Linear) -> tuple[Affine, list[int]]:
         key = tuple((t.data_ptr(), 0 if t.is_inference() else t._version)  # an inference tensor has no version: never changed in place
                     for p in parts for t in (p.weight, p.bias) if t is not None)
         state = self._state
@@ -93,7 +104,7 @@ class Joined:
         return state[1], state[2]
 
     @staticmethod
-    def _join(parts: tuple[nn.Linear, ...], joined: nn.Linear | None) -> nn.Linear:
+    def _join(parts: tuple[nn.Linear, ...], joined: Affine | None) -> Affine:
         w = torch.cat([p.weight.detach() for p in parts])
         b = None
         if any(p.bias is not None for p in parts):
@@ -104,8 +115,4 @@ class Joined:
             if b is not None:
                 joined.bias.copy_(b)
             return joined
-        joined = nn.Linear(w.shape[1], w.shape[0], bias=b is not None, device="meta")
-        joined.weight = nn.Parameter(w, requires_grad=False)
-        if b is not None:
-            joined.bias = nn.Parameter(b, requires_grad=False)
-        return joined
+        return Affine(w, b)
