@@ -45,9 +45,10 @@ class Collector:
         return torch.cat([i.pcm for i in self.items[ctx] if isinstance(i, AudioChunk)])
 
 
-def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None, tick_contexts: int | None = None):
+def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None, tick_contexts: int | None = None,
+                tick_prefill: int | None = None):
     got = Collector(len(texts))
-    worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts)
+    worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts, tick_prefill=tick_prefill)
     jobs = []
     for i, text in enumerate(texts):
         stream = IncrementalStream(voice, text, options)
@@ -128,6 +129,49 @@ def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_ow
         assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(text, drafted)[0]), i
 
 
+def test_past_the_tick_cap_newcomers_start_a_prefill_budget_a_tick_with_their_own_audio(coarse_voice, monkeypatch):
+    """Issue 37, item 3: with a backlog (more contexts ready than a tick steps), prompts are
+    prefilled a budget's worth a tick (at least one prompt), the rest parked at their prefill;
+    each context's audio is still its offline audio. Without a backlog a burst starts in one
+    padded pass, budget or not."""
+    from voicespec.engine.step_lm import Prefill
+
+    sizes: list[int] = []
+    run = Prefill.run.__func__
+    monkeypatch.setattr(Prefill, "run", classmethod(lambda cls, works: sizes.append(len(works)) or run(cls, works)))
+    options = SynthesisOptions(DecodeConfig(coarse_voice.sampling, seed=4, gamma=0))
+    got, _, _ = _run_worker(coarse_voice, TEXTS, options, tick_contexts=3, tick_prefill=1)
+    assert max(sizes) == 1 and len(sizes) >= len(TEXTS)  # one prompt a tick, every sentence prefilled
+    for i, text in enumerate(TEXTS):
+        assert torch.equal(got.pcm(i), Synthesizer(coarse_voice).synthesize(text, options)[0]), i
+    for cap, budget, most in ((3, None, 3), (None, 1, len(TEXTS))):  # no budget; no backlog
+        sizes.clear()
+        _run_worker(coarse_voice, TEXTS, options, tick_contexts=cap, tick_prefill=budget)
+        assert max(sizes) == most, (cap, budget)
+
+
+def test_the_prefill_budget_admits_newest_first_at_least_one_and_every_other_call():
+    from voicespec.engine.layout import Prompt
+    from voicespec.engine.step_lm import Pass, Prefill
+    from voicespec.serve.scheduler import admit
+
+    now = 50.0
+
+    def newcomer(name: str, waited: float, positions: int) -> Job:
+        job = Job(None, name, object(), None, None, t_waiting=now - waited)
+        job.work = Prefill(None, Prompt(torch.zeros(positions - 1, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)))
+        return job
+
+    old, mid, new = newcomer("old", 0.3, 60), newcomer("mid", 0.2, 50), newcomer("new", 0.1, 30)
+    playing = Job(None, "playing", object(), None, None, t_waiting=now - 5)
+    playing.work, playing.play_end = Pass.__new__(Pass), now + 0.2  # a decode step, its client 0.2 s ahead
+    batch = [old, playing, mid, new]
+    assert admit(batch, None, now) == batch and admit(batch, 140, now) == batch  # within the budget: all
+    assert [j.ctx for j in admit(batch, 100, now)] == ["playing", "mid", "new"]  # newest first: 30 + 50
+    assert [j.ctx for j in admit(batch, 79, now)] == ["playing", "new"]  # 30 + 50 > 79: in order, no skipping
+    assert [j.ctx for j in admit([old, mid, playing], 10, now)] == ["mid", "playing"]  # alone over it: one a tick
+
+
 def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):
     """Blocks of different lengths (a draft of 3 beside plain steps) padded into one pass."""
     plain = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=0))
@@ -206,14 +250,20 @@ def test_a_tick_past_its_cap_is_shared_between_connections_not_contexts():
 
 
 def test_past_its_cap_a_tick_serves_the_least_slack_first():
-    """Newcomers by how long they have waited for their first audio (first come, first served:
-    a burst does not share the ticks evenly until every one of them waits for the whole burst),
-    and a stream about to run dry before one with audio to spare; one context per connection a round."""
+    """Newcomers one after another (a burst does not share the ticks evenly until every one of
+    them waits for the whole burst), the newest first (adaptive LIFO: a backlog does not hold a
+    new session's first audio), and a stream about to run dry before one with audio to spare;
+    one context per connection a round."""
     from voicespec.serve.scheduler import Job, fair_share
 
     now = 100.0
     newcomers = [Job(None, f"n{i}", object(), None, None, t_waiting=now - 0.1 * i) for i in range(6)]
-    assert [j.ctx for j in fair_share(newcomers, 3, now)] == ["n5", "n4", "n3"]  # the longest waiting
+    assert [j.ctx for j in fair_share(newcomers, 3, now)] == ["n0", "n1", "n2"]  # the newest
+    # A stream 0.15 s dry among newcomers that waited 0.1, 0.2 and 0.3 s: as many newcomers go ahead of
+    # it as their waits give (two), but they are the two newest.
+    late = Job(None, "late", object(), None, None, t_waiting=0.0)
+    late.play_end = now - 0.15
+    assert [j.ctx for j in fair_share([newcomers[3], late, *newcomers[1:3]], 3, now)] == ["n1", "n2", "late"]
     dry, ahead = (Job(None, name, object(), None, None, t_waiting=0.0) for name in ("dry", "ahead"))
     dry.play_end, ahead.play_end = now - 0.1, now + 2.0  # its client ran dry 0.1 s ago; 2 s of audio to spare
     assert dry.slack_s(now) == pytest.approx(-0.1) and ahead.slack_s(now) == pytest.approx(2.0)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from voicespec.engine.step_lm import Pass
+from voicespec.engine.step_lm import Pass, Prefill
 from voicespec.engine.work import DEFERRED, Work, run_works
 from voicespec.frontend.ssml import Script
 from voicespec.pipeline.synthesis import AudioChunk, Step, SynthesisOptions, SynthesisStream
@@ -140,18 +140,19 @@ FINISHED = _Finished()
 def fair_share(ready: list[Job], cap: int | None, now: float | None = None) -> list[Job]:
     """The jobs one tick steps: all of ``ready``, or, past ``cap``, ``cap`` of them shared round
     robin between connections (one context of each per round), least slack first
-    (:meth:`Job.slack_s`: the newcomer waiting longest for its first audio, the stream nearest
-    to running dry), then least recently stepped. A tick's cost grows with the contexts in it,
-    so without the rounds a connection with many contexts slowed every neighbour's audio by its
-    own count (issue 39: 12 sockets x 8 contexts left a one-context neighbour at TTFA 4.8 s);
-    without the slack order a burst of newcomers shares the ticks evenly and every one of them
-    waits for the whole burst (50 at once: TTFA 1.1 s each) where first come, first served
-    gives most of them their first audio sooner."""
+    (:meth:`Job.slack_s`: the stream nearest to running dry, a newcomer waiting for its first
+    audio), then least recently stepped. A tick's cost grows with the contexts in it, so without
+    the rounds a connection with many contexts slowed every neighbour's audio by its own count
+    (issue 39: 12 sockets x 8 contexts left a one-context neighbour at TTFA 4.8 s); without the
+    slack order a burst of newcomers shares the ticks evenly and every one of them waits for the
+    whole burst (50 at once: TTFA 1.1 s each), where serving them one after another gives most
+    of them their first audio sooner. Which newcomers go first is :func:`newest_first`'s."""
     if cap is None or len(ready) <= cap:
         return ready
     now = time.perf_counter() if now is None else now
     queues: dict[int, deque[Job]] = {}
-    for job in sorted(ready, key=lambda j: (j.slack_s(now), j.last_tick)):
+    slack = newest_first(ready, now)
+    for job in sorted(ready, key=lambda j: (slack[id(j)], j.last_tick)):
         queues.setdefault(id(job.session), deque()).append(job)
     rounds, chosen = list(queues.values()), []  # connections in the order of their most urgent context
     while len(chosen) < cap:
@@ -159,6 +160,47 @@ def fair_share(ready: list[Job], cap: int | None, now: float | None = None) -> l
             if q and len(chosen) < cap:
                 chosen.append(q.popleft())
     return chosen
+
+
+def newest_first(ready: list[Job], now: float) -> dict[int, float]:
+    """Each job's place in a saturated tick's order (by ``id``): its slack, except that the
+    newcomers (jobs waiting for their first audio, or for audio for text after a pause) trade
+    places so the newest takes the most urgent one. How many newcomers go ahead of each stream
+    is what their waits give (first come, first served); which newcomers is last come, first
+    served: adaptive LIFO ("Fail at Scale", Maurer, ACM Queue 2015). Only a backlog reaches this
+    (under its cap a tick serves everyone), and there the oldest waiters are the likeliest to have
+    left (a disconnect storm's burst of 50 had held a new session's first audio for the whole
+    burst: 0.4-1.0 s against 45 ms quiet), while serving the newest first keeps some first audio
+    fast instead of making all of it late. A waiter is never dropped: it is served as the backlog
+    clears, and the server's session limits bound how many wait."""
+    slack = {id(j): j.slack_s(now) for j in ready}
+    waiting = [j for j in ready if j.play_end is None or j.t_waiting >= j.play_end]
+    places = sorted(slack[id(j)] for j in waiting)  # most urgent (longest wait) first
+    for job, place in zip(sorted(waiting, key=lambda j: -j.t_waiting), places):
+        slack[id(job)] = place
+    return slack
+
+
+def admit(batch: list[Job], budget: int | None, now: float) -> list[Job]:
+    """``batch`` less the prefills past ``budget`` prompt positions (:attr:`Prompt.positions`),
+    taken in :func:`newest_first`'s order, at least one; the worker asks only while it has a
+    backlog (more contexts ready than a tick steps). A prefill costs about 0.15 ms a position
+    here (16 prompts at once: 130 ms against a 20 ms frame), so under a backlog a tick that
+    prefilled its 16 newest newcomers at once held the newest one's first audio for all of them
+    (a disconnect storm: p50 107-152 ms against 27 ms quiet; one prompt a tick: 66 ms). Without a
+    backlog one padded pass starts everyone soonest (8 clients at once: TTFA p95 245 ms, against
+    about 500 ms a budget a tick). The jobs left out stay parked at their :class:`Prefill` and
+    start on the ticks after (nothing of theirs has run: their tokens do not change)."""
+    prefills = [j for j in batch if isinstance(j.work, Prefill)]
+    if budget is None or sum(j.work.prompt.positions for j in prefills) <= budget:
+        return batch
+    place, used, taken = newest_first(prefills, now), 0, set()
+    for job in sorted(prefills, key=lambda j: (place[id(j)], j.last_tick)):
+        if taken and used + job.work.prompt.positions > budget:
+            break
+        used += job.work.prompt.positions
+        taken.add(id(job))
+    return [j for j in batch if not isinstance(j.work, Prefill) or id(j) in taken]
 
 
 class AudioWorker:
@@ -219,9 +261,11 @@ class DecodeWorker:
     """The thread that runs the model, tick by tick over every runnable job (module docstring),
     with an :class:`AudioWorker` beside it for the audio."""
 
-    def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None], tick_contexts: int | None = None) -> None:
+    def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None], tick_contexts: int | None = None,
+                 tick_prefill: int | None = None) -> None:
         self.queue_limit = queue_limit
         self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
+        self.tick_prefill = tick_prefill  # at most this many prompt positions prefilled per tick (admit); None: all
         self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
@@ -314,6 +358,8 @@ class DecodeWorker:
                 for job in later:
                     job.work = None
                     self._advance(job, DEFERRED, versions[job])
+            if self.saturated:  # a backlog: the rest stay parked at their prefill (see admit)
+                now = admit(now, self.tick_prefill, time.perf_counter())
             if not now:
                 continue
             n_pass = sum(isinstance(j.work, Pass) for j in now)
