@@ -150,26 +150,25 @@ def test_past_the_tick_cap_newcomers_start_a_prefill_budget_a_tick_with_their_ow
         assert max(sizes) == most, (cap, budget)
 
 
-def test_the_prefill_budget_admits_newest_first_at_least_one_and_every_other_call():
+def test_the_prefill_budget_admits_the_newest_prompts_and_every_other_call():
     from voicespec.engine.layout import Prompt
     from voicespec.engine.step_lm import Pass, Prefill
     from voicespec.serve.scheduler import admit
 
     now = 50.0
 
-    def newcomer(name: str, waited: float, positions: int) -> Job:
+    def newcomer(name: str, waited: float) -> Job:
         job = Job(None, name, object(), None, None, t_waiting=now - waited)
-        job.work = Prefill(None, Prompt(torch.zeros(positions - 1, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)))
+        job.work = Prefill(None, Prompt(torch.zeros(9, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)))
         return job
 
-    old, mid, new = newcomer("old", 0.3, 60), newcomer("mid", 0.2, 50), newcomer("new", 0.1, 30)
+    old, mid, new = newcomer("old", 0.3), newcomer("mid", 0.2), newcomer("new", 0.1)
     playing = Job(None, "playing", object(), None, None, t_waiting=now - 5)
     playing.work, playing.play_end = Pass.__new__(Pass), now + 0.2  # a decode step, its client 0.2 s ahead
     batch = [old, playing, mid, new]
-    assert admit(batch, None, now) == batch and admit(batch, 140, now) == batch  # within the budget: all
-    assert [j.ctx for j in admit(batch, 100, now)] == ["playing", "mid", "new"]  # newest first: 30 + 50
-    assert [j.ctx for j in admit(batch, 79, now)] == ["playing", "new"]  # 30 + 50 > 79: in order, no skipping
-    assert [j.ctx for j in admit([old, mid, playing], 10, now)] == ["mid", "playing"]  # alone over it: one a tick
+    assert admit(batch, None, now) == batch and admit(batch, 3, now) == batch  # within the budget: all
+    assert [j.ctx for j in admit(batch, 2, now)] == ["playing", "mid", "new"]  # the newest two
+    assert [j.ctx for j in admit(batch, 1, now)] == ["playing", "new"]  # a decode step is never held back
 
 
 def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):

@@ -148,7 +148,7 @@ def build_parser() -> Parser:
     p.add_argument("--max-tick-contexts", type=A.positive(int, "max tick contexts"), default=S.max_tick_contexts,
                    help="contexts one decode tick steps, shared fairly between connections past it")
     p.add_argument("--max-tick-prefill", type=A.positive(int, "max tick prefill"), default=S.max_tick_prefill,
-                   help="prompt positions one decode tick prefills while more contexts are ready than it steps (at least one prompt); newcomers past it start on the next ticks")
+                   help="prompts one decode tick prefills while more contexts are ready than it steps; newcomers past it start on the next ticks")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="serve as a Ray Serve application (replicas each holding the voice, one ingress on --ray-port): "

@@ -47,11 +47,6 @@ class Prompt:
     steps: torch.Tensor
     track: torch.Tensor | None = None
 
-    @property
-    def positions(self) -> int:
-        """Cache positions its prefill writes (the text prefix and the steps): what a prefill costs."""
-        return self.text.numel() + self.steps.shape[0]
-
 
 def _check_prompt_ids(ids: Any, name: str, vocab_size: int | None = None) -> torch.Tensor:
     ids = torch.as_tensor(ids)

@@ -43,7 +43,7 @@ class ServerConfig:
     ping_timeout_s: float | None = 20.0
     send_queue_chunks: int = 32  # audio chunks in flight per connection before its contexts pause
     max_tick_contexts: int | None = 16  # contexts one decode tick steps, shared fairly between connections (None: all)
-    max_tick_prefill: int | None = 48  # prompt positions one tick prefills past max_tick_contexts (at least one prompt; None: all)
+    max_tick_prefill: int | None = 1  # prompts one tick prefills while more contexts are ready than it steps (None: all)
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
     frame_cache_mb: float = 64.0  # decoded sentences replayed when repeated (pipeline/frame_cache.py); 0: off

@@ -182,24 +182,19 @@ def newest_first(ready: list[Job], now: float) -> dict[int, float]:
 
 
 def admit(batch: list[Job], budget: int | None, now: float) -> list[Job]:
-    """``batch`` less the prefills past ``budget`` prompt positions (:attr:`Prompt.positions`),
-    taken in :func:`newest_first`'s order, at least one; the worker asks only while it has a
-    backlog (more contexts ready than a tick steps). A prefill costs about 0.15 ms a position
-    here (16 prompts at once: 130 ms against a 20 ms frame), so under a backlog a tick that
-    prefilled its 16 newest newcomers at once held the newest one's first audio for all of them
-    (a disconnect storm: p50 107-152 ms against 27 ms quiet; one prompt a tick: 66 ms). Without a
-    backlog one padded pass starts everyone soonest (8 clients at once: TTFA p95 245 ms, against
-    about 500 ms a budget a tick). The jobs left out stay parked at their :class:`Prefill` and
-    start on the ticks after (nothing of theirs has run: their tokens do not change)."""
+    """``batch`` less its prefills past the first ``budget`` in :func:`newest_first`'s order; the
+    worker asks only while it has a backlog (more contexts ready than a tick steps). A prefill
+    costs 7-9 ms a prompt here (16 at once: 130 ms against a 20 ms frame), so under a backlog a
+    tick that prefilled its 16 newest newcomers at once held the newest one's first audio for all
+    of them (a disconnect storm: p50 107-152 ms against 27 ms quiet; one prompt a tick: 70-74 ms).
+    Without a backlog one padded pass starts everyone soonest (8 clients at once: TTFA p95 245 ms,
+    against about 500 ms a prompt or two a tick). The jobs left out stay parked at their
+    :class:`Prefill` and start on the ticks after (nothing of theirs has run: their tokens do not change)."""
     prefills = [j for j in batch if isinstance(j.work, Prefill)]
-    if budget is None or sum(j.work.prompt.positions for j in prefills) <= budget:
+    if budget is None or len(prefills) <= budget:
         return batch
-    place, used, taken = newest_first(prefills, now), 0, set()
-    for job in sorted(prefills, key=lambda j: (place[id(j)], j.last_tick)):
-        if taken and used + job.work.prompt.positions > budget:
-            break
-        used += job.work.prompt.positions
-        taken.add(id(job))
+    place = newest_first(prefills, now)
+    taken = {id(j) for j in sorted(prefills, key=lambda j: (place[id(j)], j.last_tick))[:budget]}
     return [j for j in batch if not isinstance(j.work, Prefill) or id(j) in taken]
 
 
@@ -265,7 +260,7 @@ class DecodeWorker:
                  tick_prefill: int | None = None) -> None:
         self.queue_limit = queue_limit
         self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
-        self.tick_prefill = tick_prefill  # at most this many prompt positions prefilled per tick (admit); None: all
+        self.tick_prefill = tick_prefill  # under a backlog, at most this many prompts prefilled per tick (admit); None: all
         self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
