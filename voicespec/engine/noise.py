@@ -45,7 +45,7 @@ class PositionNoise:
         if g is None or g.shape != shape:
             self._gen.manual_seed(position_seed(self.seed, position))
             u = torch.rand(shape, generator=self._gen).clamp_(min=torch.finfo(torch.float32).tiny)
-            g = -(-u.log()).log()
+            g = u.log_().neg_().log_().neg_()  # -log(-log u), in place
             self._cache[position] = g
             if len(self._cache) > self.keep:
                 self._cache.popitem(last=False)

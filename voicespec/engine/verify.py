@@ -58,6 +58,8 @@ def verify_greedy(draft: torch.Tensor, logits: torch.Tensor) -> Verdict:
     """``draft``: ``[γ, G]``; ``logits``: warped target logits ``[γ+1, G, V]``."""
     G = logits.shape[1]
     best = logits.argmax(-1)
+    if draft.shape[0] == 0:  # plain decoding (every pass while a server is saturated): what the general path gives
+        return Verdict(steps=best[:1], accepted_steps=0, accepted_tokens=0)
     m = _first_rejection(draft == best[: draft.shape[0]])
     return _assemble(draft, m, best[m // G], G)
 

@@ -73,10 +73,15 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE on ``q, k [B, H, T, d]`` with ``cos, sin [B, T, d]`` (the heads broadcast)."""
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on ``x [B, H, T, d]`` with ``cos, sin [B, T, d]`` (the heads broadcast)."""
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    return x * cos + rotate_half(x) * sin
+
+
+def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE on ``q, k [B, H, T, d]`` with ``cos, sin [B, T, d]``."""
+    return rotate(q, cos, sin), rotate(k, cos, sin)
 
 
 class Attention(nn.Module):

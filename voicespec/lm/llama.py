@@ -18,7 +18,7 @@ from torch import nn
 from typing import Any
 
 from voicespec.engine.kv_cache import KVCache
-from voicespec.lm.backbone import apply_rotary
+from voicespec.lm.backbone import rotate
 from voicespec.lm.linear import Joined, Linears
 
 
@@ -107,15 +107,16 @@ class LlamaStack:
                 mask[b, 0, :n, s0: s0 + n] = tree.ancestors.to(device)
         cos, sin = self.backbone.rotary_emb(embeds, rope)
         h, lin = embeds, self.linears
+        H, KV, d = self.heads, self.kv_heads, self.head_dim
         for i, layer in enumerate(self.backbone.layers[:n_layers]):
             attn, mlp = layer.self_attn, layer.mlp
             x = layer.input_layernorm(h)
-            joined, sizes = self.qkv[i].linear(attn.q_proj, attn.k_proj, attn.v_proj)
-            q, k, v = lin(joined, x).split(sizes, -1)  # views of one [S, T, (H + 2 KV) d]
-            q = q.view(S, T, self.heads, self.head_dim).transpose(1, 2)
-            k = k.view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = v.view(S, T, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = apply_rotary(q, k, cos, sin)
+            joined, _ = self.qkv[i].linear(attn.q_proj, attn.k_proj, attn.v_proj)
+            qkv = lin(joined, x)  # [S, T, (H + 2 KV) d]
+            # RoPE on q's and k's heads in one go (elementwise: the same values as one at a time)
+            qk = rotate(qkv[..., : (H + KV) * d].view(S, T, H + KV, d).transpose(1, 2), cos, sin)  # [S, H + KV, T, d]
+            q, k = qk[:, :H], qk[:, H:]
+            v = qkv[..., (H + KV) * d:].view(S, T, KV, d).transpose(1, 2)
             cache.write(i, lo, start, k, v, pos)
             K, V = cache.read(i, lo, lo + S, upto)
             out = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, scale=attn.scaling,
