@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -47,3 +49,15 @@ def test_the_cached_stack_over_ours_equals_transformers(pair):
     out = stack.forward(x[:, 4:], cache, [0])
     with torch.no_grad():
         torch.testing.assert_close(out, twin(inputs_embeds=x).last_hidden_state[:, 4:], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_rms_norm_is_transformers_formula_bit_for_bit(pair, dtype):
+    """float32 takes torch's fused ``rms_norm`` (one dispatch): the same values as the formula
+    ``transformers`` computes; other dtypes compute the formula itself (rounding in its order)."""
+    norm = copy.deepcopy(pair[0].layers[0].input_layernorm).to(dtype)
+    x = torch.randn(5, 3, 64, generator=torch.Generator().manual_seed(2)).to(dtype)
+    with torch.no_grad():
+        xf = x.float()
+        ref = norm.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)).to(dtype)
+        assert torch.equal(norm(x), ref)
