@@ -55,4 +55,6 @@ class PositionNoise:
         """``warped [n, G, V]`` (row ``i`` the logits of generated position ``positions[i]``) plus
         each row's noise: the argmax of a row is a draw from its softmax."""
         shape = (warped.shape[1], warped.shape[2])
+        if len(positions) == 1:  # a plain step: no stack (broadcast over the one row, the same sums)
+            return warped + self.at(positions[0], shape).to(warped.dtype)
         return warped + torch.stack([self.at(p, shape) for p in positions]).to(warped.dtype)
