@@ -4,6 +4,7 @@ batched target pass per tick, and each one's audio is what it would synthesize a
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -46,9 +47,11 @@ class Collector:
 
 
 def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None, tick_contexts: int | None = None,
-                tick_prefill: int | None = None):
+                tick_prefill: int | None = None, started: Callable[[DecodeWorker], None] | None = None):
     got = Collector(len(texts))
     worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts, tick_prefill=tick_prefill)
+    if started:
+        started(worker)
     jobs = []
     for i, text in enumerate(texts):
         stream = IncrementalStream(voice, text, options)
@@ -130,45 +133,57 @@ def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_ow
 
 
 def test_past_the_tick_cap_newcomers_start_a_prefill_budget_a_tick_with_their_own_audio(coarse_voice, monkeypatch):
-    """Issue 37, item 3: with a backlog (more contexts ready than a tick steps), prompts are
-    prefilled a budget's worth a tick (at least one prompt), the rest parked at their prefill;
-    each context's audio is still its offline audio. Without a backlog a burst starts in one
-    padded pass, budget or not."""
+    """Issue 37, item 3: with a backlog (more contexts ready than a tick steps), newcomers' prompts
+    are prefilled a budget's worth a tick, the rest parked at their prefill (their places in the
+    tick go to others); each context's audio is still its offline audio. Without a backlog a burst
+    starts in one padded pass, budget or not."""
     from voicespec.engine.step_lm import Prefill
 
-    sizes: list[int] = []
+    calls: list[tuple[int, bool]] = []  # (prompts, whether the worker had a backlog)
+    worker: list[DecodeWorker] = []
     run = Prefill.run.__func__
-    monkeypatch.setattr(Prefill, "run", classmethod(lambda cls, works: sizes.append(len(works)) or run(cls, works)))
+    monkeypatch.setattr(Prefill, "run", classmethod(
+        lambda cls, works: calls.append((len(works), worker[0].saturated)) or run(cls, works)))
     options = SynthesisOptions(DecodeConfig(coarse_voice.sampling, seed=4, gamma=0))
-    got, _, _ = _run_worker(coarse_voice, TEXTS, options, tick_contexts=3, tick_prefill=1)
-    assert max(sizes) == 1 and len(sizes) >= len(TEXTS)  # one prompt a tick, every sentence prefilled
+    got, _, _ = _run_worker(coarse_voice, TEXTS, options, tick_contexts=3, tick_prefill=1, started=worker.append)
+    assert any(backlog for _, backlog in calls)
+    assert all(n == 1 for n, backlog in calls if backlog)  # one prompt a tick while five wait for three places
     for i, text in enumerate(TEXTS):
         assert torch.equal(got.pcm(i), Synthesizer(coarse_voice).synthesize(text, options)[0]), i
     for cap, budget, most in ((3, None, 3), (None, 1, len(TEXTS))):  # no budget; no backlog
-        sizes.clear()
-        _run_worker(coarse_voice, TEXTS, options, tick_contexts=cap, tick_prefill=budget)
-        assert max(sizes) == most, (cap, budget)
+        calls.clear()
+        worker.clear()
+        _run_worker(coarse_voice, TEXTS, options, tick_contexts=cap, tick_prefill=budget, started=worker.append)
+        assert max(n for n, _ in calls) == most, (cap, budget)
 
 
-def test_the_prefill_budget_admits_the_newest_prompts_and_every_other_call():
+def test_the_prefill_budget_admits_the_newest_newcomers_and_never_holds_back_a_playing_stream():
     from voicespec.engine.layout import Prompt
     from voicespec.engine.step_lm import Pass, Prefill
-    from voicespec.serve.scheduler import admit
+    from voicespec.serve.scheduler import admit, fair_share
 
     now = 50.0
+    prompt = Prompt(torch.zeros(9, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))
 
-    def newcomer(name: str, waited: float) -> Job:
-        job = Job(None, name, object(), None, None, t_waiting=now - waited)
-        job.work = Prefill(None, Prompt(torch.zeros(9, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)))
-        return job
+    def job(name: str, waited: float, work=None, ahead: float | None = None) -> Job:
+        j = Job(None, name, object(), None, None, t_waiting=now - waited)
+        j.work = work if work is not None else Prefill(None, prompt)
+        if ahead is not None:  # its client is playing, this far ahead
+            j.play_end = now + ahead
+        return j
 
-    old, mid, new = newcomer("old", 0.3), newcomer("mid", 0.2), newcomer("new", 0.1)
-    playing = Job(None, "playing", object(), None, None, t_waiting=now - 5)
-    playing.work, playing.play_end = Pass.__new__(Pass), now + 0.2  # a decode step, its client 0.2 s ahead
-    batch = [old, playing, mid, new]
-    assert admit(batch, None, now) == batch and admit(batch, 3, now) == batch  # within the budget: all
-    assert [j.ctx for j in admit(batch, 2, now)] == ["playing", "mid", "new"]  # the newest two
-    assert [j.ctx for j in admit(batch, 1, now)] == ["playing", "new"]  # a decode step is never held back
+    old, mid, new = job("old", 0.3), job("mid", 0.2), job("new", 0.1)
+    stepping = job("stepping", 5.0, Pass.__new__(Pass), ahead=0.2)
+    next_sentence = job("next", 5.0, ahead=0.5)  # a playing stream at its next sentence's prefill
+    batch = [old, stepping, mid, new, next_sentence]
+    assert admit(batch, None, now) == (batch, None) and admit(batch, 3, now) == (batch, 0)
+    assert [j.ctx for j in admit(batch, 2, now)[0]] == ["stepping", "mid", "new", "next"]  # the newest two
+    assert [j.ctx for j in admit(batch, 1, now)[0]] == ["stepping", "new", "next"]
+    assert [j.ctx for j in admit(batch, 0, now)[0]] == ["stepping", "next"]  # the tick's budget spent
+    # Choosing the tick's jobs past its cap: newcomers past the budget give their places to the next.
+    fresh = [Job(None, f"n{i}", object(), None, None, t_waiting=now - 0.1 * i) for i in range(4)]  # not started yet
+    assert [j.ctx for j in fair_share([*fresh, stepping, next_sentence], 3, now, admissions=1)] == ["n0", "stepping", "next"]
+    assert [j.ctx for j in fair_share([*fresh, stepping, next_sentence], 3, now)] == ["n0", "n1", "n2"]
 
 
 def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):
@@ -239,7 +254,7 @@ def test_a_tick_past_its_cap_is_shared_between_connections_not_contexts():
     assert all(len(t) == 4 and "solo" in t for t in stepped)
     counts = {f"m{i}": sum(f"m{i}" in t for t in stepped) for i in range(8)}
     assert set(counts.values()) <= {2, 3} and sum(counts.values()) == 18  # 3 a tick, rotated evenly
-    # more connections than the cap: each waits its turn, the longest-waiting first
+    # more connections than the cap: each waits its turn, the least recently stepped first
     solos = [Job(None, f"s{i}", object(), None, None, t_waiting=0.0) for i in range(5)]
     first = fair_share(solos, 2)
     for job in first:

@@ -167,7 +167,8 @@ class Prefill(Work):
     """A new session of ``lm`` over ``prompt``: its prompt appended to a fresh cache row; the
     result is the :class:`LMSession` (or the exception its prompt raised: one bad prompt fails
     its own request, not the batch). Newcomers in one scheduler tick prefill in one padded pass
-    where the model allows (``start_batch``), not one after another. ``seconds``: that call's time."""
+    where the model allows (``start_batch``), not one after another (under a backlog the server
+    admits a budget of them a tick). ``seconds``: that call's time."""
 
     lm: StepLM
     prompt: Prompt

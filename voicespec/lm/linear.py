@@ -42,7 +42,7 @@ def cpu_kernel() -> str:
     return choice if _oneDNN() else "default"
 
 
-@dataclass
+@dataclass(slots=True)
 class Affine:
     """A linear map's parameters without a module (``weight [out, in]``, ``bias [out]`` or None): what
     :class:`Linears` reads. Building an ``nn.Linear`` instead would run its initialiser, whose first

@@ -124,6 +124,16 @@ class Job:
         wait and a stream's underrun count alike; a pause in the text counts as neither."""
         return max(self.t_waiting, self.play_end if self.play_end is not None else -math.inf) - now
 
+    @property
+    def waiting(self) -> bool:
+        """It waits for its first audio, or for audio for text after a pause (its slack is a wait)."""
+        return self.play_end is None or self.t_waiting >= self.play_end
+
+    @property
+    def admitting(self) -> bool:
+        """A waiting job whose next call is known to be a prefill: a new one, or one parked at it."""
+        return self.waiting and (self.it is None or isinstance(self.work, Prefill))
+
 
 class _Finished:
     pass
@@ -137,12 +147,14 @@ class Failed:
 FINISHED = _Finished()
 
 
-def fair_share(ready: list[Job], cap: int | None, now: float | None = None) -> list[Job]:
+def fair_share(ready: list[Job], cap: int | None, now: float | None = None, admissions: int | None = None) -> list[Job]:
     """The jobs one tick steps: all of ``ready``, or, past ``cap``, ``cap`` of them shared round
     robin between connections (one context of each per round), least slack first
     (:meth:`Job.slack_s`: the stream nearest to running dry, a newcomer waiting for its first
-    audio), then least recently stepped. A tick's cost grows with the contexts in it, so without
-    the rounds a connection with many contexts slowed every neighbour's audio by its own count
+    audio), then least recently stepped, with at most ``admissions`` of them about to prefill
+    to start their audio (:attr:`Job.admitting`; the others are passed over and their places go
+    to the next, see :func:`admit`). A tick's cost grows with the contexts in it, so without the
+    rounds a connection with many contexts slowed every neighbour's audio by its own count
     (issue 39: 12 sockets x 8 contexts left a one-context neighbour at TTFA 4.8 s); without the
     slack order a burst of newcomers shares the ticks evenly and every one of them waits for the
     whole burst (50 at once: TTFA 1.1 s each), where serving them one after another gives most
@@ -155,10 +167,16 @@ def fair_share(ready: list[Job], cap: int | None, now: float | None = None) -> l
     for job in sorted(ready, key=lambda j: (slack[id(j)], j.last_tick)):
         queues.setdefault(id(job.session), deque()).append(job)
     rounds, chosen = list(queues.values()), []  # connections in the order of their most urgent context
-    while len(chosen) < cap:
+    left = math.inf if admissions is None else admissions
+    while len(chosen) < cap and any(rounds):
         for q in rounds:
             if q and len(chosen) < cap:
-                chosen.append(q.popleft())
+                job = q.popleft()
+                if job.admitting:
+                    if left <= 0:
+                        continue
+                    left -= 1
+                chosen.append(job)
     return chosen
 
 
@@ -174,28 +192,33 @@ def newest_first(ready: list[Job], now: float) -> dict[int, float]:
     fast instead of making all of it late. A waiter is never dropped: it is served as the backlog
     clears, and the server's session limits bound how many wait."""
     slack = {id(j): j.slack_s(now) for j in ready}
-    waiting = [j for j in ready if j.play_end is None or j.t_waiting >= j.play_end]
+    waiting = [j for j in ready if j.waiting]
     places = sorted(slack[id(j)] for j in waiting)  # most urgent (longest wait) first
     for job, place in zip(sorted(waiting, key=lambda j: -j.t_waiting), places):
         slack[id(job)] = place
     return slack
 
 
-def admit(batch: list[Job], budget: int | None, now: float) -> list[Job]:
-    """``batch`` less its prefills past the first ``budget`` in :func:`newest_first`'s order; the
-    worker asks only while it has a backlog (more contexts ready than a tick steps). A prefill
-    costs 7-9 ms a prompt here (16 at once: 130 ms against a 20 ms frame), so under a backlog a
-    tick that prefilled its 16 newest newcomers at once held the newest one's first audio for all
-    of them (a disconnect storm: p50 107-152 ms against 27 ms quiet; one prompt a tick: 70-74 ms).
-    Without a backlog one padded pass starts everyone soonest (8 clients at once: TTFA p95 245 ms,
-    against about 500 ms a prompt or two a tick). The jobs left out stay parked at their
-    :class:`Prefill` and start on the ticks after (nothing of theirs has run: their tokens do not change)."""
-    prefills = [j for j in batch if isinstance(j.work, Prefill)]
-    if budget is None or len(prefills) <= budget:
-        return batch
-    place = newest_first(prefills, now)
-    taken = {id(j) for j in sorted(prefills, key=lambda j: (place[id(j)], j.last_tick))[:budget]}
-    return [j for j in batch if not isinstance(j.work, Prefill) or id(j) in taken]
+def admit(batch: list[Job], budget: int | None, now: float) -> tuple[list[Job], int | None]:
+    """``batch`` less the prefills that would start a waiting job's audio past the first
+    ``budget`` of them (in :func:`newest_first`'s order), and the budget left. The worker asks,
+    with ``--max-tick-prefill`` for the whole tick, only while it has a backlog (more contexts
+    ready than a tick steps). A prefill costs 7-9 ms a prompt here (16 prompts of up to 64
+    positions at once: 133 ms on 2026-12-06, against a 20 ms frame), so under a backlog a tick that prefilled its 16 newest newcomers at
+    once held the newest one's first audio for all of them (a disconnect storm: p50 107-152 ms
+    against 27 ms quiet; one prompt a tick: 69-101 ms). Without a backlog one padded pass starts
+    everyone soonest (8 clients at once: TTFA p95 245 ms, against about 500 ms a prompt or two a
+    tick). A playing stream's next sentence is never held back (its client is listening). The
+    jobs left out stay parked at their :class:`Prefill` and start on the ticks after (nothing of
+    theirs has run: their tokens do not change)."""
+    if budget is None:
+        return batch, None
+    starting = [j for j in batch if j.waiting and isinstance(j.work, Prefill)]
+    if len(starting) <= budget:
+        return batch, budget - len(starting)
+    place = newest_first(starting, now)
+    taken = {id(j) for j in sorted(starting, key=lambda j: place[id(j)])[:budget]}
+    return [j for j in batch if id(j) in taken or not (j.waiting and isinstance(j.work, Prefill))], 0
 
 
 class AudioWorker:
@@ -260,7 +283,9 @@ class DecodeWorker:
                  tick_prefill: int | None = None) -> None:
         self.queue_limit = queue_limit
         self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
-        self.tick_prefill = tick_prefill  # under a backlog, at most this many prompts prefilled per tick (admit); None: all
+        if tick_prefill is not None and tick_prefill < 1:
+            raise ValueError(f"tick_prefill must be >= 1 (or None), got {tick_prefill}")
+        self.tick_prefill = tick_prefill  # under a backlog, newcomers' prompts prefilled per tick (admit); None: all
         self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
@@ -312,7 +337,7 @@ class DecodeWorker:
             ready.append((job, job.input_version))
         self._jobs = keep
         version = dict(ready)
-        ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts, now)]
+        ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts, now, self.tick_prefill)]
         self.saturated = len(ready) < len(version)
         return ready, (None if ready else wait)
 
@@ -331,8 +356,10 @@ class DecodeWorker:
     def _tick(self, ready: list[tuple[Job, int]]) -> None:
         """One step of every ready job: each runs to the call it needs; the calls run batched, kind
         by kind (deferrable ones on the audio thread), and each job resumes with its result, until
-        every job has made each kind of call at most once (one target pass, one codec push)."""
+        every job has made each kind of call at most once (one target pass, one codec push). Under
+        a backlog a newcomer's prefill past the tick's budget waits, parked, for a later tick (admit)."""
         versions = dict(ready)
+        admissions = self.tick_prefill if self.saturated else None
         jobs = [job for job, _ in ready]
         for job in jobs:
             job.last_tick = self.ticks
@@ -353,8 +380,7 @@ class DecodeWorker:
                 for job in later:
                     job.work = None
                     self._advance(job, DEFERRED, versions[job])
-            if self.saturated:  # a backlog: the rest stay parked at their prefill (see admit)
-                now = admit(now, self.tick_prefill, time.perf_counter())
+            now, admissions = admit(now, admissions, time.perf_counter())  # the rest stay parked at their prefill
             if not now:
                 continue
             n_pass = sum(isinstance(j.work, Pass) for j in now)
