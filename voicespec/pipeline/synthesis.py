@@ -181,7 +181,8 @@ class SynthesisStream:
         a chunk, or None when the codec has no new samples yet."""
         s, codec = self.stats, self.voice.codec
         sentence, ids = self.sentences[i]
-        durations = self.voice.durations(ids, self.options.speed_of(self.script, i))
+        speed = self.options.speed_of(self.script, i)
+        durations = self.voice.durations(ids, speed)
         prompt = self.voice.prompt(ids, durations)
         config = sentence_config(self.voice, self.options.decode, i, len(sentence), prompt)
         if durations is not None:
@@ -191,7 +192,7 @@ class SynthesisStream:
         s.sentences += 1
         self.frames.append(torch.zeros(codec.n_codebooks, 0, dtype=torch.long))
         cache = self.voice.frame_cache
-        key = frame_key(self.voice.target, ids, config, self.drafter_name, self.options.speed_of(self.script, i)) if cache is not None else None
+        key = frame_key(self.voice.target, ids, config, self.drafter_name, speed) if cache is not None else None
         replay = cache.get(key) if key is not None else None
         # The prefill is yielded: a scheduler prefills a tick's newcomers in one pass.
         gen = None if replay is not None else (yield from self.decoder.open(prompt, config))

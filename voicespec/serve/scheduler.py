@@ -200,25 +200,26 @@ def newest_first(ready: list[Job], now: float) -> dict[int, float]:
 
 
 def admit(batch: list[Job], budget: int | None, now: float) -> tuple[list[Job], int | None]:
-    """``batch`` less the prefills that would start a waiting job's audio past the first
-    ``budget`` of them (in :func:`newest_first`'s order), and the budget left. The worker asks,
-    with ``--max-tick-prefill`` for the whole tick, only while it has a backlog (more contexts
-    ready than a tick steps). A prefill costs 7-9 ms a prompt here (16 prompts of up to 64
-    positions at once: 133 ms on 2026-12-06, against a 20 ms frame), so under a backlog a tick that prefilled its 16 newest newcomers at
-    once held the newest one's first audio for all of them (a disconnect storm: p50 107-152 ms
-    against 27 ms quiet; one prompt a tick: 69-101 ms). Without a backlog one padded pass starts
-    everyone soonest (8 clients at once: TTFA p95 245 ms, against about 500 ms a prompt or two a
-    tick). A playing stream's next sentence is never held back (its client is listening). The
-    jobs left out stay parked at their :class:`Prefill` and start on the ticks after (nothing of
-    theirs has run: their tokens do not change)."""
+    """``batch`` less the prefills that would start a waiting job's audio (:attr:`Job.admitting`)
+    past the first ``budget`` of them (in :func:`newest_first`'s order), and the budget left.
+    The worker asks, with ``--max-tick-prefill`` for the whole tick, only while it has a backlog
+    (more contexts ready than a tick steps). A prefill costs 7-9 ms a prompt here (16 prompts of
+    up to 64 positions at once: 133 ms on 2026-12-06, against a 20 ms frame), so under a backlog
+    a tick that prefilled its 16 newest newcomers at once held the newest one's first audio for
+    all of them (a disconnect storm: p50 107-152 ms against 27 ms quiet; one prompt a tick:
+    69-101 ms). Without a backlog one padded pass starts everyone soonest (8 clients at once:
+    TTFA p95 245 ms, against about 500 ms a prompt or two a tick). A playing stream's next
+    sentence is never held back (its client is listening). The jobs left out stay parked at
+    their :class:`Prefill` and start on the ticks after (nothing of theirs has run: their tokens
+    do not change)."""
     if budget is None:
         return batch, None
-    starting = [j for j in batch if j.waiting and isinstance(j.work, Prefill)]
+    starting = [j for j in batch if j.admitting]
     if len(starting) <= budget:
         return batch, budget - len(starting)
     place = newest_first(starting, now)
     taken = {id(j) for j in sorted(starting, key=lambda j: place[id(j)])[:budget]}
-    return [j for j in batch if id(j) in taken or not (j.waiting and isinstance(j.work, Prefill))], 0
+    return [j for j in batch if id(j) in taken or not j.admitting], 0
 
 
 class AudioWorker:
