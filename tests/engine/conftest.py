@@ -82,7 +82,8 @@ def _rebuild(target):
     if hasattr(target.model, "backbone"):
         c = target.model.config
         other = tiny_codec_lm(seed=99, n_codebooks=c.n_codebooks, codebook_size=c.codebook_size, delays=list(c.delays),
-                              min_frames=c.min_frames, n_layers=1, coarse_first=c.coarse_first)
+                              min_frames=c.min_frames, n_layers=1, coarse_first=c.coarse_first,
+                              frames_per_step=c.frames_per_step)
         return (other.model,)
     other = tiny_flat(seed=99, n_layers=1, n_codebooks=target.layout.n_codebooks,
                       codebook_size=target.layout.codebook_size, min_frames=target.layout.min_frames)

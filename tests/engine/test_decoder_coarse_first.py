@@ -1,6 +1,7 @@
-"""Decoding the coarse-first layout: greedy exactness, fine codes independent of γ, and the
-sampled distribution of whole frames (chi-square, with controls). The layout's arithmetic is in
-test_layout.py, the fine stage's own tests in tests/lm/test_codec_lm.py."""
+"""Decoding the coarse-first layout, one frame a step and grouped (two frames a step): greedy
+exactness, fine codes independent of γ, and the sampled distribution of whole frames (chi-square,
+with controls). The layout's arithmetic is in test_layout.py, the fine stage's own tests in
+tests/lm/test_codec_lm.py."""
 
 from __future__ import annotations
 
@@ -28,13 +29,19 @@ from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_draft_heads
 GREEDY = SamplingConfig(temperature=0)
 
 
-@pytest.mark.parametrize("reads_prev", [True, False], ids=["fine-reads-prev", "fine-batched"])
-def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for, reads_prev):
-    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev)
+GROUPINGS = pytest.mark.parametrize("reads_prev,group", [(True, 1), (False, 1), (True, 2), (False, 2)],
+                                    ids=["fine-reads-prev", "fine-batched", "grouped-reads-prev", "grouped-batched"])
+
+
+@GROUPINGS
+def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for, reads_prev, group):
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev,
+                           frames_per_step=group)
     prompt = target.layout.prompt([1, 2, 3, 4])
     plain = SpecDecoder(target, None, DecodeConfig(GREEDY, gamma=0, max_steps=40)).generate(prompt)
     plain_frames = plain.run()
-    assert plain_frames.shape[0] == 3 and plain_frames.shape[1] == plain.stats.frames > 0
+    steps = plain.generated.shape[0] - (plain.stats.finish_reason == "eos")  # the EOS step holds no frame
+    assert plain_frames.shape[0] == 3 and plain_frames.shape[1] == plain.stats.frames == group * steps > 0
     for name, drafter in drafters_for(target, codec_draft(target)).items():
         for gamma in (1, 3, 6):
             gen = SpecDecoder(target, drafter, DecodeConfig(GREEDY, gamma=gamma, max_steps=40)).generate(prompt)
@@ -43,19 +50,21 @@ def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for, 
             assert torch.equal(frames, plain_frames), f"{name} γ={gamma}"
 
 
-@pytest.mark.parametrize("reads_prev", [True, False], ids=["fine-reads-prev", "fine-batched"])
-def test_sampled_fine_codes_do_not_depend_on_gamma(reads_prev):
+@GROUPINGS
+def test_sampled_fine_codes_do_not_depend_on_gamma(reads_prev, group):
     """The fine stage draws from its own seeded stream: the same coarse codes get the same fine
     codes whatever γ (here the draft is the target itself, so every γ commits the same coarse
-    sequence only when each draw agrees; we compare frames wherever the coarse rows agree)."""
-    target = tiny_codec_lm(seed=6, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev)
+    sequence only when each draw agrees; we compare frames wherever the backbone's tokens agree)."""
+    target = tiny_codec_lm(seed=6, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev,
+                           frames_per_step=group)
     prompt = target.layout.prompt([1, 2])
     sampling = SamplingConfig(temperature=0.9, top_k=4)
-    runs = [SpecDecoder(target, ModelDrafter(target), DecodeConfig(sampling, gamma=g, max_steps=30, seed=7))
-            .generate(prompt).run() for g in (0, 3)]
-    n = min(r.shape[1] for r in runs)
-    agree = (runs[0][0, :n] == runs[1][0, :n]).long().cumprod(0).sum()  # common coarse prefix
-    assert agree > 0 and torch.equal(runs[0][:, :agree], runs[1][:, :agree])
+    gens = [SpecDecoder(target, ModelDrafter(target), DecodeConfig(sampling, gamma=g, max_steps=30, seed=7)).generate(prompt)
+            for g in (0, 3)]
+    runs = [g.run() for g in gens]
+    n = min(g.generated.shape[0] for g in gens)
+    agree = int((gens[0].generated[:n, 0] == gens[1].generated[:n, 0]).long().cumprod(0).sum())  # common step prefix
+    assert agree > 0 and torch.equal(runs[0][:, :group * agree], runs[1][:, :group * agree])
 
 
 # --- sampling: the whole frames' distribution -----------------------------------------------------
@@ -65,13 +74,14 @@ INVARIANT = replace(SAMPLING, coupling="invariant")  # each position's own Gumbe
 N_STEPS = 2
 
 
-def coarse_case(sharpened, reads_prev: bool = True):
+def coarse_case(sharpened, reads_prev: bool = True, group: int = 1):
     target = sharpened(tiny_codec_lm(seed=21, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True,
-                                     fine_reads_prev=reads_prev))
-    with torch.no_grad():
-        for mlp in target.model.fine.depth:
-            mlp[-1].weight.mul_(8.0)
-    draft = sharpened(tiny_codec_lm(seed=22, n_layers=1, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True))
+                                     fine_reads_prev=reads_prev, frames_per_step=group))
+    with torch.no_grad():  # sharpened so the whole frames' distribution has bins a chi-square can test: a step
+        for mlp in target.model.fine.depth:  # of two frames has three fine slots (6,561 outcomes in all at 8x)
+            mlp[-1].weight.mul_(8.0 if group == 1 else 300.0)
+    draft = sharpened(tiny_codec_lm(seed=22, n_layers=1, n_codebooks=2, codebook_size=4, min_frames=3, coarse_first=True,
+                                    frames_per_step=group))
     return target, draft, target.layout.prompt([1, 2, 3])
 
 
@@ -81,21 +91,35 @@ def _fine_probs(logits: torch.Tensor) -> torch.Tensor:
 
 
 def exact_frames(target, prompt, exact_distribution) -> dict[tuple, float]:
-    """P(frames) = P(coarse codes) x P(fine codes | hidden states, coarse codes), enumerated."""
+    """P(frames) = P(coarse codes) x P(every other code of each step, slot by slot | its hidden
+    state, the codes before it), enumerated; keyed by the frames' rows."""
     coarse = exact_distribution(target, prompt, TokenPolicy(target.layout, SAMPLING), N_STEPS)
     model, S, C = target.model, prompt.text.numel(), target.layout.codebook_size
+    fine, K = model.fine, model.config.n_codebooks
     out: dict[tuple, float] = {}
+
+    def walk(h: torch.Tensor, seq: tuple, j: int, slots: list[int], done: list[list[int]], p: float) -> None:
+        """Step ``j``'s slots so far ``slots``; ``done``: the slots of the steps before it."""
+        if len(slots) == fine.slots:
+            slots, done, j = [], done + [slots], j + 1
+        if j == len(seq):
+            frames = torch.tensor(done).view(len(done), fine.G, K).flatten(0, 1).T  # [K, steps G]
+            key = tuple(tuple(row) for row in frames.tolist())
+            out[key] = out.get(key, 0.0) + p
+            return
+        if not slots:
+            slots = [seq[j][0]]
+        prev = torch.tensor([done[-1][-K:] if done else [C] * K])
+        codes = torch.tensor([slots + [0] * (fine.slots - len(slots))])
+        probs = _fine_probs(fine.logits(h[j: j + 1], codes, prev)[0, len(slots) - 1])
+        for code in probs.nonzero().flatten().tolist():
+            walk(h, seq, j, slots + [code], done, p * float(probs[code]))
+
     for seq, p in coarse.items():
         steps = torch.tensor(seq)
         with torch.no_grad():
             _, h = model.forward_hidden(prompt.text[None], torch.cat([prompt.steps, steps])[None])
-            first = _fine_probs(model.fine.logits(h[0, S:S + 1], torch.tensor([[seq[0][0], 0]]), torch.tensor([[C, C]]))[0, 0])
-            for f1 in first.nonzero().flatten().tolist():
-                prev = torch.tensor([[seq[0][0], f1]])
-                second = _fine_probs(model.fine.logits(h[0, S + 1:S + 2], torch.tensor([[seq[1][0], 0]]), prev)[0, 0])
-                for f2 in second.nonzero().flatten().tolist():
-                    key = ((seq[0][0], seq[1][0]), (f1, f2))
-                    out[key] = p * float(first[f1]) * float(second[f2])
+            walk(h[0, S:], seq, 0, [], [], p)
     return out
 
 
@@ -151,17 +175,19 @@ def _drafter(kind: str, target, draft):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("empirical,kind", [(empirical_frames, "draft-model"), (empirical_frames_batched, "draft-model"),
-                                            (empirical_frames, "feature"), (empirical_frames, "medusa"),
-                                            (empirical_frames_batched, "early-exit"), (empirical_frames_tree, "feature-int8"),
-                                            (empirical_frames_batched_fine, "feature")],
-                         ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-int8-tree",
-                              "feature-heads-batched-fine"])
+@pytest.mark.parametrize("empirical,kind,group", [
+    (empirical_frames, "draft-model", 1), (empirical_frames_batched, "draft-model", 1), (empirical_frames, "feature", 1),
+    (empirical_frames, "medusa", 1), (empirical_frames_batched, "early-exit", 1), (empirical_frames_tree, "feature-int8", 1),
+    (empirical_frames_batched_fine, "feature", 1), (empirical_frames_batched, "draft-model", 2),
+    (empirical_frames_batched_fine, "feature", 2)],
+    ids=["alone", "batched", "feature-heads", "medusa-heads", "early-exit-batched", "feature-int8-tree",
+         "feature-heads-batched-fine", "grouped-batched", "grouped-feature-heads-batched-fine"])
 def test_speculative_sampling_gives_the_targets_distribution_of_whole_frames(
-        empirical, kind, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
+        empirical, kind, group, monkeypatch, sharpened, exact_distribution, chi_square_pvalue, accept_everything):
     """Alone, and through the batched path with each generation mixed with sessions of other
-    prompt lengths and γ; a separate draft model, and draft heads reading the target's state."""
-    target, draft, prompt = coarse_case(sharpened, reads_prev=empirical is not empirical_frames_batched_fine)
+    prompt lengths and γ; a separate draft model, and draft heads reading the target's state;
+    one frame a step, and two (the whole groups' distribution)."""
+    target, draft, prompt = coarse_case(sharpened, reads_prev=empirical is not empirical_frames_batched_fine, group=group)
     drafter = _drafter(kind, target, draft)
     exact = exact_frames(target, prompt, exact_distribution)
     assert abs(sum(exact.values()) - 1) < 1e-5
@@ -208,11 +234,13 @@ def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distri
     assert chi_square_pvalue(coarse_codes(400), exact) < 1e-6
 
 
-@pytest.mark.parametrize("reads_prev", [True, False], ids=["fine-reads-prev", "fine-batched"])
-def test_invariant_sampling_commits_plain_decodings_frames_for_every_drafter_gamma_tree_and_batch(drafters_for, reads_prev):
+@GROUPINGS
+def test_invariant_sampling_commits_plain_decodings_frames_for_every_drafter_gamma_tree_and_batch(drafters_for, reads_prev,
+                                                                                                  group):
     """The invariant coupling: for a seed, speculation changes nothing but the speed (every
     drafter, γ, a tree, the adaptive controller, and batched with other sessions)."""
-    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev)
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev,
+                           frames_per_step=group)
     prompt = target.layout.prompt([1, 2, 3, 4])
     sampling = SamplingConfig(temperature=1.0, top_k=5)
     assert sampling.coupling == "invariant"  # the default
@@ -243,13 +271,14 @@ def _accept_everything_greedy(draft, logits):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("group", [1, 2], ids=["frames", "groups"])
 def test_invariant_sampling_gives_the_targets_distribution_of_whole_frames(
-        monkeypatch, sharpened, exact_distribution, chi_square_pvalue):
-    """Whole frames under the invariant coupling, speculating with a separate draft model; the
-    controls: uniform noise in place of Gumbel noise, and accepting every draft, both fail."""
+        group, monkeypatch, sharpened, exact_distribution, chi_square_pvalue):
+    """Whole frames (and whole groups) under the invariant coupling, speculating with a separate
+    draft model; the controls: uniform noise in place of Gumbel noise, and accepting every draft, both fail."""
     import voicespec.engine.noise as noise_module
 
-    target, draft, prompt = coarse_case(sharpened)
+    target, draft, prompt = coarse_case(sharpened, group=group)
     drafter = ModelDrafter(draft)
     exact = exact_frames(target, prompt, exact_distribution)
     counts = empirical_frames(target, drafter, prompt, 800, sampling=INVARIANT)
@@ -330,9 +359,10 @@ def test_under_load_drafting_is_charged_per_session_in_the_batch_and_speculation
     assert sum(g > 0 for g in loaded) < 0.2 * len(loaded)
 
 
-def test_run_batch_equals_each_prompt_alone():
+@pytest.mark.parametrize("group", [1, 2], ids=["frames", "groups"])
+def test_run_batch_equals_each_prompt_alone(group):
     """Greedy and seeded sampling, prompts of different lengths, speculation with rejections."""
-    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=4, coarse_first=True)
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=4, coarse_first=True, frames_per_step=group)
     decoder = SpecDecoder(target, ModelDrafter(codec_draft(target)))
     prompts = [target.layout.prompt(ids) for ids in ([1], [2, 3, 1, 2], [3, 3, 1])]
     for sampling in (GREEDY, SamplingConfig(temperature=1.0, top_k=4)):

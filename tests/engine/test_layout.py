@@ -139,3 +139,22 @@ def test_coarse_masks_are_built_once_per_kind_and_stay_right():
     assert layout.mask(LayoutState(steps=7)) is layout.mask(LayoutState(steps=9))
     other = CoarseFirstLayout(n_codebooks=2, codebook_size=4, min_frames=8)  # another layout: its own masks
     assert not other.mask(LayoutState(steps=5))[0, other.eos_id]
+
+
+def test_a_grouped_layout_counts_steps_of_frames_and_ends_a_track_inside_its_last_group():
+    """Two frames a step: the steps hold every other frame's coarse code; a track of 5 frames
+    ends after ceil(5/2) = 3 steps (EOS illegal before, forced there), min_frames counts frames."""
+    layout = CoarseFirstLayout(n_codebooks=3, codebook_size=8, min_frames=3, frames_per_step=2)
+    assert layout.groups == 1 and layout_from_dict(layout.to_dict()) == layout
+    assert layout_from_dict({"kind": "coarse", "n_codebooks": 3, "codebook_size": 8}).frames_per_step == 1  # v2 configs
+    codes = torch.randint(0, 8, (3, 5))
+    steps = layout.steps_for_frames(codes)
+    assert steps.shape == (4, 1) and torch.equal(steps[:3, 0], codes[0, ::2]) and steps[3, 0] == layout.eos_id
+    assert [layout.steps_for_frames_count(n) for n in (1, 2, 3, 4, 5)] == [2, 2, 3, 3, 4]
+    legal = [layout.mask(LayoutState(steps=t, n_frames=5))[0] for t in range(4)]
+    assert [bool(m[layout.eos_id]) for m in legal] == [False, False, False, True]
+    assert [bool(m[:8].all()) for m in legal] == [True, True, True, False]
+    free = [bool(layout.mask(LayoutState(steps=t))[0, layout.eos_id]) for t in range(4)]
+    assert free == [False, False, True, True]  # min_frames 3: two steps (four frames) at least
+    with pytest.raises(ValueError, match="frames_per_step"):
+        CoarseFirstLayout(n_codebooks=3, codebook_size=8, frames_per_step=0)

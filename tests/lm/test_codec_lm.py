@@ -11,6 +11,7 @@ from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter, NGramDrafter
 from voicespec.engine.layout import CoarseFirstLayout, Prompt
+from voicespec.lm.codec_lm import slot_mask, step_slots
 from voicespec.lm.loading import load_step_lm
 from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_flat
 
@@ -135,52 +136,80 @@ def test_model_saves_and_loads_with_its_fine_stage(tmp_path):
     assert torch.allclose(lm.model.fine.logits(ha[0, 2:], frames, prev), back.model.fine.logits(hb[0, 2:], frames, prev))
 
 
-@pytest.mark.parametrize("reads_prev", [True, False])
-def test_fine_stage_sampling_follows_its_teacher_forced_factorization(reads_prev):
-    """``generate`` (codebook by codebook; frame by frame, or all frames at once when the stage
-    does not read the previous frame) picks from exactly the logits that ``logits``
-    (teacher-forced, the training loss) gives for the codes it picked."""
-    fine = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True, fine_reads_prev=reads_prev).model.fine
-    assert (fine.prev is None) != reads_prev
+@pytest.mark.parametrize("reads_prev,group", [(True, 1), (False, 1), (True, 2), (False, 2)])
+def test_fine_stage_sampling_follows_its_teacher_forced_factorization(reads_prev, group):
+    """``generate`` (slot by slot: codebook by codebook and, grouped, frame by frame inside a step;
+    step by step, or all steps at once when the stage does not read the previous frame) picks from
+    exactly the logits that ``logits`` (teacher-forced, the training loss) gives for the codes it picked."""
+    fine = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True, fine_reads_prev=reads_prev,
+                         frames_per_step=group).model.fine
+    assert (fine.prev is None) != reads_prev and fine.slots == 4 * group
     h, coarse = torch.randn(6, 64), torch.randint(0, 8, (6,))
     seen: dict[tuple[int, int], torch.Tensor] = {}
 
-    def pick(logits: torch.Tensor, frames: list[tuple[int, int]], k: int) -> torch.Tensor:
-        assert logits.shape == (len(frames), 8)
-        for (b, j), row in zip(frames, logits):
-            seen[j, k] = row
+    def pick(logits: torch.Tensor, steps: list[tuple[int, int]], s: int) -> torch.Tensor:
+        assert logits.shape == (len(steps), 8)
+        for (b, j), row in zip(steps, logits):
+            seen[j, s] = row
         return logits.argmax(-1)
 
-    def argmax(x, frames, k):
+    def argmax(x, steps, s):
         return x.argmax(-1)
 
     def generate(h, coarse, prev):
         return fine.generate([h], [coarse], prev[None], argmax)[0]
 
     with torch.no_grad():
-        frames = fine.generate([h], [coarse], torch.full((1, 4), 8), pick)[0]
-        prev = torch.cat([torch.full((1, 4), 8), frames.T[:-1]])
-        forced = fine.logits(h, frames.T, prev)  # [6, 3, 8]
-    assert torch.equal(frames[0], coarse)
-    assert torch.allclose(torch.stack([seen[j, k] for j in range(6) for k in (1, 2, 3)]).view(6, 3, 8), forced, atol=1e-5)
+        frames = fine.generate([h], [coarse], torch.full((1, 4), 8), pick)[0]  # [K, 6 G]
+        slots = step_slots(frames.T, group)  # [6, 4 G]
+        prev = torch.cat([torch.full((1, 4), 8), frames.T[group - 1:-1:group]])  # each step's previous frame
+        forced = fine.logits(h, slots, prev)  # [6, 4 G - 1, 8]
+    assert frames.shape == (4, 6 * group) and torch.equal(frames[0, ::group], coarse)
+    S = fine.slots
+    assert torch.allclose(torch.stack([seen[j, s] for j in range(6) for s in range(1, S)]).view(6, S - 1, 8), forced, atol=1e-5)
     # streaming: two calls carrying the last frame give the same frames as one call
     with torch.no_grad():
         first = generate(h[:2], coarse[:2], torch.full((4,), 8))
         rest = generate(h[2:], coarse[2:], first[:, -1])
     assert torch.equal(torch.cat([first, rest], 1), frames)
-    # a batch of sessions with different frame counts: each gets the frames it gets alone
+    # a batch of sessions with different step counts: each gets the frames it gets alone
     with torch.no_grad():
         batch = fine.generate([h[:2], h[2:], h[:1]], [coarse[:2], coarse[2:], coarse[:1]],
                               torch.stack([torch.full((4,), 8), first[:, -1], torch.full((4,), 8)]), argmax)
-    assert torch.equal(batch[0], first) and torch.equal(batch[1], rest) and torch.equal(batch[2], first[:, :1])
+    assert torch.equal(batch[0], first) and torch.equal(batch[1], rest) and torch.equal(batch[2], first[:, :group])
 
 
-@pytest.mark.parametrize("reads_prev", [True, False])
-def test_sampled_fine_codes_do_not_depend_on_how_frames_are_grouped(reads_prev):
-    """A session's fine codes are drawn frame by frame, codebook by codebook, from its own
-    generator, however its frames arrive (one verify pass's worth at once, or one by one, as
-    plain decoding gives them) and whoever shares the call."""
-    lm = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True, fine_reads_prev=reads_prev)
+def test_step_slots_and_their_mask_cover_a_short_last_step():
+    frames = torch.arange(10).view(5, 2)  # [T=5, K=2]
+    assert step_slots(frames, 1).equal(frames) and slot_mask(5, 1, 2).all()
+    slots = step_slots(frames, 2)  # [3, 4]: the last step repeats frame 4
+    assert slots.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 8, 9]]
+    assert slot_mask(5, 2, 2).tolist() == [[True] * 4, [True] * 4, [True, True, False, False]]
+
+
+def test_a_grouped_session_cuts_the_last_step_at_the_tracks_last_frame():
+    """A track of 7 frames, two frames a step: 4 steps, and the fine stage's 8th frame is dropped;
+    greedy speculation gives plain decoding's frames, batched too."""
+    lm = tiny_codec_lm(seed=3, n_codebooks=3, codebook_size=8, coarse_first=True, track_positions=P, frames_per_step=2)
+    prompt = lm.layout.prompt([1, 2, 3], track=track(7))
+    plain = SpecDecoder(lm, None, DecodeConfig(GREEDY, gamma=0, max_steps=60)).generate(prompt)
+    frames = plain.run()
+    assert plain.stats.finish_reason == "eos" and plain.generated.shape[0] == 5 and frames.shape == (3, 7)
+    assert plain.stats.frames == 7
+    for gamma in (1, 3):
+        gen = SpecDecoder(lm, ModelDrafter(codec_draft(lm)), DecodeConfig(GREEDY, gamma=gamma, max_steps=60)).generate(prompt)
+        assert torch.equal(gen.run(), frames)
+    sampled = SpecDecoder(lm, NGramDrafter(), DecodeConfig(gamma=2, seed=1, max_steps=60)).generate(prompt).run()
+    assert sampled.shape == (3, 7)
+
+
+@pytest.mark.parametrize("reads_prev,group", [(True, 1), (False, 1), (True, 2), (False, 2)])
+def test_sampled_fine_codes_do_not_depend_on_how_frames_are_grouped(reads_prev, group):
+    """A session's fine codes are drawn step by step, slot by slot, from its own generator,
+    however its steps arrive (one verify pass's worth at once, or one by one, as plain decoding
+    gives them) and whoever shares the call."""
+    lm = tiny_codec_lm(seed=4, n_codebooks=4, codebook_size=8, coarse_first=True, fine_reads_prev=reads_prev,
+                       frames_per_step=group)
     sampling = SamplingConfig(temperature=1.5)
     session, other = lm.start(lm.layout.prompt([1, 2])), lm.start(lm.layout.prompt([3]))
     session.hidden, other.hidden = torch.randn(6, 64), torch.randn(6, 64)

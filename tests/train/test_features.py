@@ -128,3 +128,26 @@ def test_corpus_prompts_need_no_teacher(tmp_path):
     assert "heldout" in splits and "train" in splits
     assert splits == sorted(splits)  # "heldout" < "train": held-out first
     assert all(e["split"] == split_of(e["id"].split(".")[0]) and e["ids"] for e in examples)
+
+
+@pytest.mark.parametrize("layout", ["coarse", "grouped"])
+def test_the_heads_learn_from_the_features_the_target_computes_while_decoding(tmp_path, layout):
+    """Teacher-forced over a sample, :class:`Features` holds the hidden states and input embeddings
+    the target's own session computes for those steps (a grouped step reading its first frame's
+    track row), so heads trained on them meet at run time what they learned from."""
+    voice_dir = build_tiny_voice(tmp_path / "voice", layout=layout)
+    voice = Voice.load(voice_dir)
+    examples = corpus_examples(voice, 3, seed=1)
+    samples = sample_corpus(voice_dir, examples, tmp_path / "feat", 2, log=lambda *a, **k: None)
+    feats = Features(voice.target.model, samples, torch.device("cpu"))
+    for b, s in enumerate(samples):
+        prompt = voice.prompt(s["ids"])
+        session = voice.target.start(prompt)
+        steps = s["steps"].long()[:, None]
+        inputs = torch.cat([prompt.steps[-1:], steps[:-1]])
+        embeds = session.embed_at(inputs, 0)[0]
+        session.forward(inputs)
+        L = inputs.shape[0]
+        assert torch.allclose(feats.e[b, :L].float(), embeds, atol=2e-3)
+        assert torch.allclose(feats.f[b, 1:L + 1].float(), session.hidden, atol=2e-3)
+        session.close()

@@ -20,18 +20,19 @@ from voicespec.train.fine import SAMPLES, batched_stage, distill_loss, train_fin
 
 
 @pytest.mark.slow
-def test_sample_distil_resume_and_speak(tmp_path):
-    voice_dir = build_tiny_voice(tmp_path / "voice", layout="coarse")
+@pytest.mark.parametrize("layout,G", [("coarse", 1), ("grouped", 2)])
+def test_sample_distil_resume_and_speak(tmp_path, layout, G):
+    voice_dir = build_tiny_voice(tmp_path / "voice", layout=layout)
     out, quiet = tmp_path / "fine", {"log": lambda *a, **k: None}
     dest = train_fine(voice_dir, out, utterances=4, batch=3, max_steps=2, batch_frames=32, eval_every=1, **quiet)
     data = torch.load(out / SAMPLES, weights_only=False)
     K = Voice.load(voice_dir).target.model.config.n_codebooks
-    assert data["h"].shape[0] == data["codes"].shape[0] == data["prev"].shape[0] > 0 and data["codes"].shape[1] == K
+    assert data["h"].shape[0] == data["codes"].shape[0] == data["prev"].shape[0] > 0 and data["codes"].shape[1] == K * G
     before = (out / SAMPLES).stat().st_mtime_ns
     assert train_fine(voice_dir, out, utterances=4, batch=3, max_steps=3, batch_frames=32, **quiet) == dest  # resumed
     assert (out / SAMPLES).stat().st_mtime_ns == before
     info = json.loads((dest / "target" / "FINE_STAGE.json").read_text())
-    assert info["steps"] == 3 and len(info["heldout"]["kl"]) == K - 1
+    assert info["steps"] == 3 and len(info["heldout"]["kl"]) == K * G - 1
 
     voice = Voice.load(dest)
     assert voice.target.model.config.fine_reads_prev is False and voice.target.model.fine.prev is None

@@ -16,7 +16,7 @@ from voicespec.engine.decoder import SpecDecoder
 from voicespec.frontend.duration import frame_track
 from voicespec.engine.drafters import ModelDrafter
 from voicespec.lm.loading import load_step_lm
-from voicespec.pipeline.tiny import TINY_CODEC
+from voicespec.pipeline.tiny import TINY_CODEC, tiny_codec_lm
 from voicespec.eval.recognizer import AsrConfig, CtcAsr
 from voicespec.train.configs import DurationTrainConfig
 from voicespec.train.duration import read_items, train_duration
@@ -237,3 +237,47 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     plain = frames(SynthesisOptions(greedy, drafter="none"))
     assert plain.shape[0] == codec.n_codebooks and plain.shape[1] > 0
     assert torch.equal(frames(SynthesisOptions(replace(greedy, gamma=3), drafter="distilled")), plain)
+
+
+def test_a_grouped_target_trains_exports_and_speaks_its_tracks_frames(tmp_path, speech_corpus):
+    """Two frames a step: the recipe trains the backbone on every other frame's coarse code and
+    the fine stage on the rest (a short last step's missing slots left out), reports a loss per
+    slot and per frame, exports a folder that declares its layout, and a distilled draft
+    speculates on it with plain decoding's frames, as many as the track."""
+    codec, model_config, config = _setup(tmp_path, speech_corpus)
+    model_config = replace(model_config, frames_per_step=2)
+    run = tmp_path / "run"
+    folder = train_target(tmp_path / "data", tmp_path / "codec", tmp_path / "asr", run, config, model_config, **QUIET)
+    target = load_step_lm(str(folder))
+    assert target.layout.frames_per_step == 2 and target.model.fine.slots == 2 * codec.n_codebooks
+    metrics = target.model.config.voicespec_info["heldout_metrics"]
+    assert len(metrics["per_codebook"]) == 2 * codec.n_codebooks and metrics["frame_nll"] > 0
+    draft = load_step_lm(str(train_draft(run, folder, tmp_path / "draft", 1, config, **QUIET)))
+    assert draft.layout == target.layout
+    greedy = SamplingConfig(temperature=0)
+    items = [json.loads(line) for line in (run / "durations.jsonl").read_text().splitlines()]
+    for item in items[:4]:
+        track = frame_track(item["ids"], item["durations"], model_config.track_positions)
+        prompt = target.layout.prompt(item["ids"], track=track)
+        plain = SpecDecoder(target, None, DecodeConfig(greedy, gamma=0, max_steps=400)).generate(prompt).run()
+        spec = SpecDecoder(target, ModelDrafter(draft), DecodeConfig(greedy, gamma=3, max_steps=400)).generate(prompt).run()
+        assert plain.shape[1] == track.shape[0] and torch.equal(spec, plain)
+
+
+def test_the_fine_loss_of_a_grouped_step_leaves_out_a_short_last_steps_missing_slots():
+    """A sequence of 3 frames, two a step: the second step's second frame does not exist, so the
+    slots that would hold it have no loss, and the per-slot counts say so."""
+    from voicespec.train.lm import Example, batch_outputs, ce_per_codebook, slot_counts, to_sequence
+
+    lm = tiny_codec_lm(seed=1, n_codebooks=2, codebook_size=8, coarse_first=True, track_positions=8, frames_per_step=2,
+                       text_vocab=16).model
+    ex = Example("a", [1, 2], torch.randint(0, 8, (2, 3)), [2, 1], "train")
+    seq = to_sequence(ex, lm.config.layout, 8)
+    assert seq.targets[:, 0].tolist() == [*ex.codes[0, ::2].tolist(), lm.config.layout.eos_id]
+    assert slot_counts(lm, [seq]).tolist() == [3, 2, 1, 1]  # 3 steps (EOS too); slot 1: 2 frames; 2, 3: 1
+    per_slot = ce_per_codebook(batch_outputs(lm, [seq]), [seq], lm)
+    shorter = Example("a", [1, 2], ex.codes[:, :2], [1, 1], "train")  # step 1 alone: causal, so the same states
+    seq2 = to_sequence(shorter, lm.config.layout, 8)
+    seq2.track[:1] = seq.track[:1]
+    alone = ce_per_codebook(batch_outputs(lm, [seq2]), [seq2], lm)
+    assert torch.allclose(per_slot[2:], alone[2:], atol=1e-6) and not torch.allclose(per_slot[1], alone[1])

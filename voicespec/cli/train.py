@@ -101,6 +101,8 @@ def add_lm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="run folder: prepared data, checkpoint, metrics, OUT/target")
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--frames-per-step", type=positive(int, "--frames-per-step"), default=1,
+                   help="coarse layout: codec frames per backbone step (G; the fine stage completes the rest of the step)")
     _budget_args(p, LMTrainConfig.minutes)
 
 

@@ -260,7 +260,7 @@ class Generation:
         s = self.stats
         s.target_passes += 1
         s.generated_steps = self.length - self.n_prompt
-        s.frames = self.assembler.emitted
+        s.frames += frames.shape[1]
         s.gammas.append(step.gamma)
         s.tree_passes += step.tree is not None
         s.record_draft(step.drafted, verdict.accepted_steps, step.drafted_tokens, step.accepted_tokens)

@@ -282,24 +282,38 @@ class DelayLayout:
 
 @dataclass(frozen=True)
 class CoarseFirstLayout:
-    """One token per step: codebook 0 of frame ``t`` at step ``t``; codebooks 1..K-1 are not LM
-    tokens but come from the target's *fine stage* (:class:`voicespec.lm.codec_lm.FineStage`) once a
-    step is verified. A verify position therefore checks one token, and a draft is judged on the
-    coarse code alone, which carries most of what is said.
+    """One token per step: codebook 0 of the step's first frame; every other code of the step's
+    ``frames_per_step`` frames (G) comes from the target's *fine stage*
+    (:class:`voicespec.lm.codec_lm.FineStage`) once the step is verified. A verify position
+    therefore checks one token, and a draft is judged on that coarse code alone, which carries most
+    of what is said.
+
+    With G = 1 step t is frame t. With G > 1 (VALL-E 2's grouped codes) step t holds frames
+    ``tG .. tG+G-1``, so the backbone runs G times less often per second of audio; the fine stage
+    completes the group (the first frame's codebooks 1..K-1, then the next frames' codes, one after
+    another). The backbone reads only its own tokens, never the codes the fine stage adds: a verify
+    pass embeds drafted steps whose fine codes cannot exist before they are verified.
+
+    A frame-aligned track of N frames ends the utterance after ``ceil(N / G)`` steps; the last
+    step's frames past N are dropped (the target's session cuts them), so an utterance need not
+    end on a group boundary. Without a track EOS ends it on one.
 
     Ids: codes ``0..C-1``, then PAD (unused, kept so ids match the delay layout), BOS (input only)
-    and EOS (ends the utterance at that frame). Frames leave the assembler as ``[1, n]`` coarse
-    rows; the target's session completes them to ``[K, n]``.
+    and EOS (ends the utterance at that step). Steps leave the assembler as ``[1, n]`` coarse
+    rows; the target's session completes them to ``[K, <= nG]`` frames.
     """
 
     n_codebooks: int
     codebook_size: int
     min_frames: int = 0
+    frames_per_step: int = 1
     kind: str = field(default="coarse", init=False)
 
     def __post_init__(self) -> None:
         if self.n_codebooks < 1 or self.codebook_size < 1:
             raise ValueError("n_codebooks and codebook_size must be positive")
+        if self.frames_per_step < 1:
+            raise ValueError(f"frames_per_step must be at least 1, got {self.frames_per_step}")
 
     groups = 1
     fine = True  # frames need the target's fine stage
@@ -311,8 +325,15 @@ class CoarseFirstLayout:
     initial_state = DelayLayout.initial_state
     advance = DelayLayout.advance
     is_done = DelayLayout.is_done
-    steps_for_frames_count = DelayLayout.steps_for_frames_count
-    complete_frames = DelayLayout.complete_frames
+    complete_frames = DelayLayout.complete_frames  # complete *steps*: the assembler's unit
+
+    def steps_of(self, n_frames: int) -> int:
+        """Steps that hold ``n_frames`` frames: ``ceil(n_frames / G)``."""
+        return -(-n_frames // self.frames_per_step)
+
+    def steps_for_frames_count(self, n_frames: int) -> int:
+        """Steps that produce ``n_frames`` frames and the end marker."""
+        return self.steps_of(n_frames) + 1
 
     def prompt(self, text_ids: Any, track: torch.Tensor | None = None) -> Prompt:
         ids = _check_prompt_ids(text_ids, "text_ids")
@@ -324,15 +345,18 @@ class CoarseFirstLayout:
         t, end, n = state.steps, state.end_frame, state.n_frames
         if end is not None:
             return _coarse_mask(self, True, False, False)
-        return _coarse_mask(self, False, n is None or t < n, t == n if n is not None else t >= self.min_frames)
+        if n is not None:
+            last = self.steps_of(n)
+            return _coarse_mask(self, False, t < last, t == last)
+        return _coarse_mask(self, False, True, t >= self.steps_of(self.min_frames))
 
     def frame_codes(self, generated: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        """Coarse codes ``[1, stop-start]`` (the fine stage adds codebooks 1..K-1)."""
+        """Coarse codes ``[1, stop-start]`` of steps ``start..stop`` (the fine stage adds the rest)."""
         return generated[start:stop, :1].T
 
     def steps_for_frames(self, codes: torch.Tensor, with_eos: bool = True) -> torch.Tensor:
-        """Frames ``[K, T]`` to the coarse steps ``[T (+1 with EOS), 1]`` that produce them."""
-        steps = codes[:1].T.clone().long()
+        """Frames ``[K, T]`` to the coarse steps ``[ceil(T/G) (+1 with EOS), 1]`` that produce them."""
+        steps = codes[:1, :: self.frames_per_step].T.clone().long()
         return torch.cat([steps, torch.tensor([[self.eos_id]])]) if with_eos else steps
 
     def to_dict(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ class CodecLMConfig(FolderConfig):
     min_frames: int = 0
     track_positions: int = 0
     coarse_first: bool = False
+    frames_per_step: int = 1  # coarse-first only: frames per backbone step (G; CoarseFirstLayout)
     fine_width: int = 256
     fine_stage: bool = True  # False: a coarse-first draft, which proposes codebook 0 only
     # False: the fine stage reads no codes of the previous frame, so the frames one verify pass
@@ -69,11 +70,13 @@ class CodecLMConfig(FolderConfig):
         self.intermediate_size = self.intermediate_size or 4 * self.hidden_size
         if self.coarse_first and self.n_codebooks < 2:
             raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
+        if self.frames_per_step != 1 and not self.coarse_first:
+            raise ValueError("frames_per_step > 1 needs the coarse-first layout (its fine stage completes the step's frames)")
 
     @property
     def layout(self) -> DelayLayout | CoarseFirstLayout:
         if self.coarse_first:
-            return CoarseFirstLayout(self.n_codebooks, self.codebook_size, self.min_frames)
+            return CoarseFirstLayout(self.n_codebooks, self.codebook_size, self.min_frames, self.frames_per_step)
         return DelayLayout(self.n_codebooks, self.codebook_size, tuple(self.delays), self.min_frames)
 
     def backbone_config(self) -> BackboneConfig:
@@ -82,28 +85,32 @@ class CodecLMConfig(FolderConfig):
 
 
 class FineStage(nn.Module):
-    """Codebooks 1..K-1 of a frame from the backbone's hidden state ``h`` (the one that predicted
-    the frame's coarse code), that coarse code, and (``reads_prev``) the previous frame's K codes:
-    one small MLP per codebook, each reading the codes of the codebooks before it (depth-causal, so
-    sampling codebook by codebook is exact ancestral sampling of the trained factorization).
+    """Every code of a step's G frames but its first coarse code, from the backbone's hidden state
+    ``h`` (the one that predicted that coarse code), that code, and (``reads_prev``) the previous
+    frame's K codes: one small MLP per *slot* (slot ``s = f*K + k``: codebook k of the step's frame
+    f; slot 0 is the backbone's token), each reading the codes of the slots before it (causal over
+    slots, so sampling slot by slot is exact ancestral sampling of the trained factorization). With
+    G = 1 the slots are codebooks 1..K-1 of one frame.
 
-    Reading the previous frame chains the frames: a verify pass that accepted n frames runs the
+    Reading the previous frame chains the steps: a verify pass that accepted n steps runs the
     MLPs n times in a row, each time reading their weights, which at batch 1 is most of their cost.
-    Without it the frames are independent given their states and coarse codes (the backbone's
-    state already carries the history), and a pass's frames run as one batch.
+    Without it the steps are independent given their states and coarse codes (the backbone's
+    state already carries the history), and a pass's steps run as one batch.
     """
 
-    def __init__(self, hidden: int, n_codebooks: int, codebook_size: int, width: int, reads_prev: bool = True) -> None:
+    def __init__(self, hidden: int, n_codebooks: int, codebook_size: int, width: int, reads_prev: bool = True,
+                 frames_per_step: int = 1) -> None:
         super().__init__()
-        self.K, self.C = n_codebooks, codebook_size
+        self.K, self.C, self.G = n_codebooks, codebook_size, frames_per_step
+        self.slots = frames_per_step * n_codebooks  # codes per step, the backbone's included
         self.reads_prev = reads_prev
         self.inp = nn.Linear(hidden, width)
-        self.codes = nn.Embedding(max(n_codebooks - 1, 1) * codebook_size, width)  # this frame, codebooks 0..K-2
+        self.codes = nn.Embedding(max(self.slots - 1, 1) * codebook_size, width)  # slots 0..S-2 as inputs
         # last frame; C = none yet
         self.prev = nn.Embedding(n_codebooks * (codebook_size + 1), width) if reads_prev else None
         self.depth = nn.ModuleList(
             nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, codebook_size))
-            for _ in range(n_codebooks - 1))
+            for _ in range(self.slots - 1))
 
     def _base(self, h: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
         if self.prev is None:
@@ -112,29 +119,29 @@ class FineStage(nn.Module):
         return self.inp(h) + self.prev(prev + offsets).sum(-2)
 
     def logits(self, h: torch.Tensor, codes: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits ``[N, K-1, C]`` for ``h [N, D]``, ``codes [N, K]``, ``prev [N, K]``
-        (unread without ``reads_prev``)."""
-        offsets = torch.arange(self.K - 1, device=codes.device) * self.C
-        x = self._base(h, prev)[:, None] + self.codes(codes[:, :-1] + offsets).cumsum(1)  # [N, K-1, W]
+        """Teacher-forced logits ``[N, S-1, C]`` of slots 1..S-1 for ``h [N, D]``, a step's codes
+        by slot ``codes [N, S]`` (:func:`step_slots`) and ``prev [N, K]`` (unread without ``reads_prev``)."""
+        offsets = torch.arange(self.slots - 1, device=codes.device) * self.C
+        x = self._base(h, prev)[:, None] + self.codes(codes[:, :-1] + offsets).cumsum(1)  # [N, S-1, W]
         return torch.stack([mlp(x[:, i]) for i, mlp in enumerate(self.depth)], 1)
 
     def generate(self, h: list[torch.Tensor], coarse: list[torch.Tensor], prev: torch.Tensor,
                  pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor],
                  linear: Callable[[nn.Linear, torch.Tensor], torch.Tensor] = nn.Linear.__call__) -> list[torch.Tensor]:
-        """Frames ``[K, n_b]`` for each of B sessions, from its hidden states ``h[b] [n_b, D]`` and
-        coarse codes ``coarse[b] [n_b]``, in order, after its previous frame ``prev[b]`` (``prev
-        [B, K]``; C where there is none). ``pick(logits [R, C], frames, k)`` maps the logits of
-        codebook ``k`` of R frames to ids ``[R]``; ``frames[r]`` = (session, frame index) of row r.
-        With ``reads_prev`` frame ``j`` of every session that has one is one batched row, frame
-        after frame; without, every frame of every session is a row of one batch. ``linear(module,
+        """Frames ``[K, G n_b]`` for each of B sessions, from its hidden states ``h[b] [n_b, D]`` and
+        coarse codes ``coarse[b] [n_b]`` (one per step), in order, after its previous frame ``prev[b]``
+        (``prev [B, K]``; C where there is none). ``pick(logits [R, C], steps, s)`` maps the logits of
+        slot ``s`` of R steps to ids ``[R]``; ``steps[r]`` = (session, step index) of row r.
+        With ``reads_prev`` step ``j`` of every session that has one is one batched row, step
+        after step; without, every step of every session is a row of one batch. ``linear(module,
         x)`` applies a linear map (e.g. :class:`~voicespec.lm.linear.Linears`)."""
         n = [c.shape[0] for c in coarse]
         if not self.reads_prev:
             col = self._complete(linear(self.inp, torch.cat(h)), torch.cat(coarse).to(prev.device),
                                  [(b, j) for b, m in enumerate(n) for j in range(m)], pick, linear)
-            return list(col.split(n, dim=1))
+            return list(self._frames(col).split([self.G * m for m in n], dim=1))
         device = prev.device
-        frames = [torch.empty(self.K, m, dtype=torch.long, device=device) for m in n]
+        steps = [torch.empty(self.slots, m, dtype=torch.long, device=device) for m in n]
         base = linear(self.inp, torch.cat(h)).split(n)  # [n_b, W] each
         offsets = torch.arange(self.K, device=device) * (self.C + 1)
         prev = prev.clone()
@@ -143,20 +150,41 @@ class FineStage(nn.Module):
             x = torch.stack([base[b][j] for b in rows]) + self.prev(prev[rows] + offsets).sum(1)  # [R, W]
             col = self._complete(x, torch.stack([coarse[b][j] for b in rows]).to(device), [(b, j) for b in rows], pick, linear)
             for i, b in enumerate(rows):
-                frames[b][:, j] = col[:, i]
-            prev[rows] = col.T
-        return frames
+                steps[b][:, j] = col[:, i]
+            prev[rows] = col[-self.K:].T  # the step's last frame
+        return [self._frames(c) for c in steps]
 
-    def _complete(self, x: torch.Tensor, coarse: torch.Tensor, frames: list[tuple[int, int]],
+    def _frames(self, col: torch.Tensor) -> torch.Tensor:
+        """Codes by slot ``[S, R]`` of R steps to their frames ``[K, R G]``, in time order."""
+        return col.view(self.G, self.K, -1).permute(1, 2, 0).reshape(self.K, -1)
+
+    def _complete(self, x: torch.Tensor, coarse: torch.Tensor, steps: list[tuple[int, int]],
                   pick: Callable[[torch.Tensor, list[tuple[int, int]], int], torch.Tensor],
                   linear: Callable[[nn.Linear, torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """Codes ``[K, R]`` of R frames from their base inputs ``x [R, W]`` and coarse codes ``[R]``."""
-        col = torch.empty(self.K, x.shape[0], dtype=torch.long, device=x.device)
+        """Codes by slot ``[S, R]`` of R steps from their base inputs ``x [R, W]`` and coarse codes ``[R]``."""
+        col = torch.empty(self.slots, x.shape[0], dtype=torch.long, device=x.device)
         col[0] = coarse
-        for k, (norm, up, act, out) in enumerate(self.depth, start=1):
-            x = x + self.codes.weight[(k - 1) * self.C + col[k - 1]]
-            col[k] = pick(linear(out, act(linear(up, norm(x)))), frames, k).to(x.device)
+        for s, (norm, up, act, out) in enumerate(self.depth, start=1):
+            x = x + self.codes.weight[(s - 1) * self.C + col[s - 1]]
+            col[s] = pick(linear(out, act(linear(up, norm(x)))), steps, s).to(x.device)
         return col
+
+
+def step_slots(frames: torch.Tensor, frames_per_step: int) -> torch.Tensor:
+    """Frames ``[T, K]`` to each step's codes by slot ``[ceil(T/G), G K]`` (slot ``f K + k``: codebook k
+    of the step's frame f); a last step short of G frames repeats its last frame (the fine stage's
+    training masks those slots out: :func:`slot_mask`)."""
+    T, K = frames.shape
+    n = -(-T // frames_per_step)
+    idx = torch.arange(n * frames_per_step, device=frames.device).clamp_max(T - 1)
+    return frames[idx].reshape(n, frames_per_step * K)
+
+
+def slot_mask(n_frames: int, frames_per_step: int, n_codebooks: int) -> torch.Tensor:
+    """``[ceil(T/G), G K]`` bool: which slots of :func:`step_slots` hold a real frame."""
+    n = -(-n_frames // frames_per_step)
+    frame = torch.arange(n * frames_per_step).view(n, frames_per_step, 1).expand(-1, -1, n_codebooks)
+    return (frame < n_frames).reshape(n, -1)
 
 
 class CodecLM(FolderModule):
@@ -176,7 +204,7 @@ class CodecLM(FolderModule):
         self.code_embed = nn.Embedding(self.n_codebooks * self.head_vocab, config.hidden_size)
         self.heads = nn.Linear(config.hidden_size, self.n_codebooks * self.head_vocab, bias=False)
         self.fine = FineStage(config.hidden_size, config.n_codebooks, config.codebook_size, config.fine_width,
-                              getattr(config, "fine_reads_prev", True)) if config.coarse_first and config.fine_stage else None
+                              config.fine_reads_prev, config.frames_per_step) if config.coarse_first and config.fine_stage else None
         if config.track_positions:
             self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
             self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
@@ -281,7 +309,9 @@ def truncated_copy(model: torch.nn.Module, n_layers: int, layers_attr: str) -> t
 
 class CodecLMSession(LMSession):
     """A session over a :class:`CodecLM`; an aligned one feeds track row ``position - offset``
-    with every step (``offset`` = prompt steps before the start step), END beyond the track."""
+    with every step (``offset`` = prompt steps before the start step), END beyond the track. A
+    step of G frames reads the row of its first frame, which also says where the others fall (its
+    unit's frames since and until); its fine stage's frames past the track's last are cut."""
 
     def __init__(self, model: CodecLM, prefix: int = 0, track: torch.Tensor | None = None, offset: int = 0,
                  stack: LlamaStack | None = None, oracle: Any = None) -> None:
@@ -294,8 +324,10 @@ class CodecLMSession(LMSession):
         self.oracle = oracle  # without a stack: the transformers twin of the backbone (see CodecStepLM)
         self.hidden: torch.Tensor | None = None  # [T, D]: final hidden states of the last forward (on the device)
         self.prev = torch.full((model.config.n_codebooks,), model.config.codebook_size)  # last fine frame [K]
+        self.frames_left = None if track is None else track.shape[0]  # frames the fine stage may still add
         # Rows by step position, built once: END before the offset; END past the end (see track_rows).
-        self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track])
+        G = model.config.frames_per_step
+        self._rows = None if track is None else torch.cat([torch.tensor([END_ROW]).repeat(offset, 1), track[::G]])
         self._track_table: torch.Tensor | None = None  # embeddings of _rows, made by embed_at on first use
 
     def track_rows(self, start: int, n: int) -> torch.Tensor | None:
@@ -365,7 +397,7 @@ class CodecLMSession(LMSession):
 
     def fine_work(self, coarse: torch.Tensor, first: int, sampling: SamplingConfig,
                   generator: torch.Generator | None) -> FineWork:
-        """The fine stage's call completing verified coarse codes ``[n]`` to frames ``[K, n]``;
+        """The fine stage's call completing verified steps' coarse codes ``[n]`` to frames ``[K, <= nG]``;
         their hidden states are rows ``first .. first+n`` of the last forward (the rows that
         predicted them). Yielded to the scheduler, so many sessions' frames run as one batch."""
         return FineWork(self, coarse, first, sampling, generator)
@@ -373,11 +405,12 @@ class CodecLMSession(LMSession):
 
 @dataclass(eq=False)
 class FineWork(Work):
-    """A session's verified coarse codes to complete; the result is its frames ``[K, n]``. Each
-    pick is warped like the coarse codes (no repetition penalty: the fine stage has no history)
-    and drawn from the session's own generator, frame by frame and codebook by codebook whatever
-    the batch, so its codes depend neither on its batch nor on how its frames were grouped into
-    verify passes (the same frames with speculation on or off)."""
+    """A session's verified steps' coarse codes to complete; the result is its frames ``[K, <= nG]``
+    (a track's last step cut at its last frame). Each pick is warped like the coarse codes (no
+    repetition penalty: the fine stage has no history) and drawn from the session's own
+    generator, step by step and slot by slot whatever the batch, so its codes depend neither on
+    its batch nor on how its steps were grouped into verify passes (the same frames with
+    speculation on or off)."""
 
     session: CodecLMSession
     coarse: torch.Tensor
@@ -394,13 +427,13 @@ class FineWork(Work):
     def _complete(group: list[FineWork]) -> list[torch.Tensor]:
         """One fine-stage call over the frames of sessions that share a model and a sampling config."""
         model, sampling = group[0].session.model, group[0].sampling
-        K, n = model.config.n_codebooks, [w.coarse.shape[0] for w in group]
+        S, n = model.fine.slots, [w.coarse.shape[0] for w in group]
         starts = [sum(n[:b]) for b in range(len(group))]
-        u = None if sampling.greedy else torch.cat(  # [sum n, K-1]: each session's draws, frame-major
-            [draw_uniforms(w.generator, m * (K - 1)).view(m, K - 1) for w, m in zip(group, n)])
+        u = None if sampling.greedy else torch.cat(  # [sum n, S-1]: each session's draws, step-major
+            [draw_uniforms(w.generator, m * (S - 1)).view(m, S - 1) for w, m in zip(group, n)])
 
-        def pick(logits: torch.Tensor, frames: list[tuple[int, int]], k: int) -> torch.Tensor:
-            rows = None if u is None else u[[starts[b] + j for b, j in frames], k - 1:k]
+        def pick(logits: torch.Tensor, steps: list[tuple[int, int]], s: int) -> torch.Tensor:
+            rows = None if u is None else u[[starts[b] + j for b, j in steps], s - 1:s]
             return choose_rows(logits.float().cpu(), sampling, rows)
 
         frames = model.fine.generate(  # on the model's device; picks on the host
@@ -412,6 +445,9 @@ class FineWork(Work):
             f = f.cpu()
             if f.shape[1]:
                 w.session.prev = f[:, -1]
+            if w.session.frames_left is not None:
+                f = f[:, : w.session.frames_left]
+                w.session.frames_left -= f.shape[1]
             out.append(f)
         return out
 

@@ -57,12 +57,12 @@ def tiny_flat(seed: int = 0, n_layers: int = 2, hidden: int = 64, dtype=torch.fl
 def tiny_codec_lm(
     seed: int = 0, n_layers: int = 2, hidden: int = 64, n_codebooks: int = 3, codebook_size: int = 8,
     delays: list[int] | None = None, min_frames: int = 0, dtype=torch.float32, text_vocab: int = TEXT_VOCAB,
-    track_positions: int = 0, coarse_first: bool = False, fine_reads_prev: bool = True,
+    track_positions: int = 0, coarse_first: bool = False, fine_reads_prev: bool = True, frames_per_step: int = 1,
 ) -> CodecStepLM:
     config = CodecLMConfig(
         text_vocab_size=text_vocab, n_codebooks=n_codebooks, codebook_size=codebook_size, delays=delays,
         min_frames=min_frames, track_positions=track_positions, coarse_first=coarse_first, fine_width=hidden,
-        fine_reads_prev=fine_reads_prev,
+        fine_reads_prev=fine_reads_prev, frames_per_step=frames_per_step,
         hidden_size=hidden, num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=2 * hidden, max_position_embeddings=2048,
     )
@@ -114,24 +114,26 @@ def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> P
     4 codebooks of 64. It babbles, but every stage from text to PCM runs for real. ``aligned``:
     the delay layout with a frame-aligned text track and a duration predictor, as the default
     voice was built; ``coarse``: coarse-first with a fine stage, aligned, reading phonemes, as the
-    default voice is built now."""
+    default voice is built now; ``grouped``: the same with two frames per step."""
     out = Path(out)
-    tokenizer = PhonemeTokenizer() if layout == "coarse" else CharTokenizer()
+    coarse = layout in ("coarse", "grouped")
+    tokenizer = PhonemeTokenizer() if coarse else CharTokenizer()
     codec = Codec.random(TINY_CODEC, seed=seed)
     K, C = TINY_CODEC.n_codebooks, TINY_CODEC.codebook_size
     if layout == "flat":
         target = tiny_flat(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size)
         draft, text_offset = flat_draft(target), 3
-    elif layout in ("delay", "aligned", "coarse"):
+    elif layout in ("delay", "aligned", "coarse", "grouped"):
         target = tiny_codec_lm(seed=seed, n_codebooks=K, codebook_size=C, min_frames=10, text_vocab=tokenizer.vocab_size,
-                               track_positions=8 if layout != "delay" else 0, coarse_first=layout == "coarse")
+                               track_positions=8 if layout != "delay" else 0, coarse_first=coarse,
+                               frames_per_step=2 if layout == "grouped" else 1)
         draft, text_offset = codec_draft(target), 0
     else:
-        raise ValueError(f"unknown layout {layout!r} (flat, delay, aligned or coarse)")
+        raise ValueError(f"unknown layout {layout!r} (flat, delay, aligned, coarse or grouped)")
     duration = None
     if layout != "delay" and layout != "flat":
         duration = "duration"
-        tiny_duration(seed, units=tokenizer.vocab_size - 1 if layout == "coarse" else 0).save(out / duration)
+        tiny_duration(seed, units=tokenizer.vocab_size - 1 if coarse else 0).save(out / duration)
     codec.save(out / "codec")
     save_model(target.model, out / "target")
     save_model(draft.model, out / "drafters" / "draft-model")

@@ -101,7 +101,7 @@ def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: 
             done.append({"id": e["id"], "ids": list(e["ids"]), "track": torch.as_tensor(p.track, dtype=torch.int16),
                          "steps": steps.to(torch.int16), "split": e["split"], "greedy": g})
         save_atomic(done, path)
-        rate = sum(int(d["steps"].numel()) for d in done) / 50 / (time.perf_counter() - t0)
+        rate = sum(int(d["steps"].numel()) for d in done) * layout.frames_per_step / 50 / (time.perf_counter() - t0)
         log(f"sampled {len(done)}/{len(chosen)} utterances ({rate:.1f} s of audio per s)")
     return done
 
@@ -127,8 +127,9 @@ class Features:
                 inputs = torch.cat([torch.tensor([layout.bos_id]), steps[:-1]])[None, :, None]  # [1, L, 1]
                 L = inputs.shape[1]
                 track = torch.tensor(END_ROW).repeat(L, 1)
-                n = min(L, s["track"].shape[0])
-                track[:n] = s["track"][:n].long()
+                rows = s["track"][:: layout.frames_per_step]  # a step reads its first frame's row
+                n = min(L, rows.shape[0])
+                track[:n] = rows[:n].long()
                 text = torch.tensor(s["ids"])[None]
                 e = target.embed(None, inputs, track[None])  # [1, L, D]
                 h = target.backbone(target.embed(text, inputs, track[None]))

@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from voicespec.engine.layout import Prompt
-from voicespec.lm.codec_lm import CodecLM, FineStage
+from voicespec.lm.codec_lm import CodecLM, FineStage, step_slots
 from voicespec.pipeline.voice import Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 from voicespec.train.corpus import build_corpus
@@ -44,25 +44,29 @@ def corpus_texts(n: int, seed: int) -> list[str]:
 def sample_frames(voice: Voice, texts: list[str], out_dir: Path, batch: int = 48, seed: int = 0,
                   log: Callable[[str], Any] = print) -> dict[str, torch.Tensor]:
     """What the fine stage sees and does when the target speaks ``texts`` (plain decoding, the
-    voice's sampling, seed ``seed + i``): per frame the hidden state that predicted its coarse code
-    (``h [N, D]``), its codes (``codes [N, K]``), the previous frame's (``prev [N, K]``) and the
-    index of its sentence (``utt [N]``). Saved to ``OUT/fine_samples.pt`` and reused."""
+    voice's sampling, seed ``seed + i``): per step the hidden state that predicted its coarse code
+    (``h [N, D]``), its codes by slot (``codes [N, G K]``, :func:`~voicespec.lm.codec_lm.step_slots`),
+    the previous frame's (``prev [N, K]``) and the index of its sentence (``utt [N]``); a sentence's
+    last step short of G frames is left out. Saved to ``OUT/fine_samples.pt`` and reused."""
     path = out_dir / SAMPLES
     if path.exists():
         return torch.load(path, weights_only=False)
-    K, C = voice.target.model.config.n_codebooks, voice.target.model.config.codebook_size
+    config = voice.target.model.config
+    K, C, G = config.n_codebooks, config.codebook_size, config.frames_per_step
     items = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
     hs, codes, prevs, utts, t0 = [], [], [], [], time.perf_counter()
     for first in range(0, len(items), batch):
         prompts = items[first: first + batch]
         for i, (frames, h) in enumerate(spoken_frames(voice, prompts, [seed + first + i for i in range(len(prompts))])):
-            if not frames.shape[1]:
+            n = frames.shape[1] // G  # whole steps
+            if not n:
                 continue
-            hs.append(h)
-            codes.append(frames.T)
-            prevs.append(torch.cat([torch.full((1, K), C), frames.T[:-1]]))
-            utts.append(torch.full((frames.shape[1],), first + i))
-        log(f"sampled {min(first + batch, len(items))}/{len(items)} sentences, {sum(c.shape[0] for c in codes)} frames "
+            slots = step_slots(frames.T[: n * G], G)  # [n, G K]
+            hs.append(h[:n])
+            codes.append(slots)
+            prevs.append(torch.cat([torch.full((1, K), C), slots[:-1, -K:]]))
+            utts.append(torch.full((n,), first + i))
+        log(f"sampled {min(first + batch, len(items))}/{len(items)} sentences, {sum(c.shape[0] for c in codes)} steps "
             f"({time.perf_counter() - t0:.0f} s)")
     data = {"h": torch.cat(hs), "codes": torch.cat(codes), "prev": torch.cat(prevs), "utt": torch.cat(utts)}
     save_atomic(data, path)
@@ -72,15 +76,16 @@ def sample_frames(voice: Voice, texts: list[str], out_dir: Path, batch: int = 48
 @torch.inference_mode()
 def spoken_frames(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
     """Each prompt spoken by the target (:func:`~voicespec.train.speak.speak`): its frames ``[K, n]``
-    and, teacher-forced, the hidden states that predicted their coarse codes ``[n, D]`` (the fine
-    stage's input; None for no frames)."""
+    and, teacher-forced, the hidden states that predicted its steps' coarse codes ``[ceil(n/G), D]``
+    (the fine stage's input; None for no frames)."""
     out: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     for p, frames in zip(prompts, speak(voice, prompts, seeds)):
         if not frames.shape[1]:
             out.append((frames, None))
             continue
-        session = voice.target.start(p)  # teacher-forced: row j of the pass predicted frame j's coarse code
-        session.forward(torch.cat([p.steps[-1:], frames[0, :-1, None]]))
+        session = voice.target.start(p)  # teacher-forced: row j of the pass predicted step j's coarse code
+        coarse = voice.target.layout.steps_for_frames(frames, with_eos=False)  # [ceil(n/G), 1]
+        session.forward(torch.cat([p.steps[-1:], coarse[:-1]]))
         out.append((frames, session.hidden.float().cpu()))
         session.close()
     return out
@@ -88,15 +93,16 @@ def spoken_frames(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list
 
 def batched_stage(old: FineStage) -> FineStage:
     """A fine stage that does not read the previous frame, starting from ``old``'s other weights."""
-    new = FineStage(old.inp.in_features, old.K, old.C, old.inp.out_features, reads_prev=False)
+    new = FineStage(old.inp.in_features, old.K, old.C, old.inp.out_features, reads_prev=False, frames_per_step=old.G)
     new.load_state_dict({k: v for k, v in old.state_dict().items() if not k.startswith("prev.")})
     return new
 
 
 def distill_loss(new: FineStage, old: FineStage, h: torch.Tensor, codes: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """KL(old ‖ new) per codebook 1..K-1 (mean over frames) and the new stage's cross-entropy on the sampled codes."""
+    """KL(old ‖ new) per slot 1..S-1 (codebooks 1..K-1 of one frame a step; mean over steps) and
+    the new stage's cross-entropy on the sampled codes."""
     with torch.no_grad():
-        teacher = old.logits(h, codes, prev).log_softmax(-1)  # [N, K-1, C]
+        teacher = old.logits(h, codes, prev).log_softmax(-1)  # [N, S-1, C]
     student = new.logits(h, codes, prev).log_softmax(-1)
     kl = (teacher.exp() * (teacher - student)).sum(-1).mean(0)
     ce = F.nll_loss(student.permute(0, 2, 1), codes[:, 1:], reduction="none").mean(0)
@@ -132,7 +138,7 @@ def train_fine(voice_dir: Path, out_dir: Path, utterances: int = 600, corpus_see
         return {"kl": [round(float(x), 4) for x in kl], "ce": [round(float(x), 4) for x in ce],
                 "ce_old": [round(float(x), 4) for x in with_prev]}
 
-    log(f"{len(train_idx)} training frames, {len(eval_idx)} held out; start {evaluate()}")
+    log(f"{len(train_idx)} training steps, {len(eval_idx)} held out; start {evaluate()}")
     while run.trained_s < minutes * 60 and not (max_steps and run.step >= max_steps):
         started = time.perf_counter()
         i = train_idx[torch.randint(len(train_idx), (batch_frames,))]
@@ -149,7 +155,7 @@ def train_fine(voice_dir: Path, out_dir: Path, utterances: int = 600, corpus_see
     log(f"done: {final}")
     return write_voice(voice_dir, out_dir / "voice", new.eval(), {
         "recipe": "voicespec train fine", "command": command, "utterances": utterances, "corpus_seed": corpus_seed,
-        "frames": int(len(train_idx)), "steps": run.step, "trained_minutes": round(run.trained_s / 60, 1),
+        "frames": int(len(train_idx)) * model.config.frames_per_step, "steps": run.step, "trained_minutes": round(run.trained_s / 60, 1),
         "hardware": hardware(), "heldout": final})
 
 

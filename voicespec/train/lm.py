@@ -35,7 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from voicespec.codec.model import Codec
-from voicespec.lm.codec_lm import END_ROW, CodecLM, CodecLMConfig, truncated_copy
+from voicespec.lm.codec_lm import END_ROW, CodecLM, CodecLMConfig, slot_mask, step_slots, truncated_copy
 from voicespec.frontend.duration import frame_track
 from voicespec.engine.layout import CoarseFirstLayout, DelayLayout
 from voicespec.eval.recognizer import load_asr
@@ -181,8 +181,8 @@ class LMSequence:
     text: torch.Tensor  # [S]
     inputs: torch.Tensor  # [L, G]: BOS, then every target step but the last
     targets: torch.Tensor  # [L, G]
-    track: torch.Tensor  # [L, 4]
-    frames: torch.Tensor  # [T, K]: the codes, for a coarse-first model's fine stage (T < L)
+    track: torch.Tensor  # [L, 4]: each step's first frame's row, END past the last
+    frames: torch.Tensor  # [T, K]: the codes, for a coarse-first model's fine stage (T / G < L)
 
     def to(self, device: torch.device) -> LMSequence:
         return LMSequence(self.text.to(device), self.inputs.to(device), self.targets.to(device), self.track.to(device),
@@ -193,7 +193,8 @@ def to_sequence(ex: Example, layout: DelayLayout | CoarseFirstLayout, track_posi
     targets = layout.steps_for_frames(ex.codes.long())
     bos = torch.full((1, layout.groups), layout.bos_id)
     track = torch.tensor(END_ROW).repeat(targets.shape[0], 1)
-    track[: ex.codes.shape[1]] = frame_track(ex.ids, ex.durations, track_positions)
+    rows = frame_track(ex.ids, ex.durations, track_positions)[:: getattr(layout, "frames_per_step", 1)]
+    track[: rows.shape[0]] = rows
     return LMSequence(torch.tensor(ex.ids), torch.cat([bos, targets[:-1]]), targets, track, ex.codes.long().T)
 
 
@@ -219,20 +220,27 @@ def batch_logits(model: CodecLM, seqs: Sequence[LMSequence], dropout: float = 0.
 
 
 def fine_ce(model: CodecLM, outputs: Sequence[Outputs], seqs: Sequence[LMSequence]) -> torch.Tensor:
-    """Cross-entropy ``[K-1]`` of the fine stage on codebooks 1..K-1, teacher-forced: frame t reads
-    the hidden state that predicted its coarse code, its codes, and frame t-1's codes."""
-    h = torch.cat([o.hidden[: s.frames.shape[0]] for o, s in zip(outputs, seqs)])
-    codes = torch.cat([s.frames for s in seqs])
-    none = torch.full((1, model.config.n_codebooks), model.config.codebook_size, device=codes.device)
-    prev = torch.cat([torch.cat([none, s.frames[:-1]]) for s in seqs])
-    logits = model.fine.logits(h, codes, prev)  # [N, K-1, C]
-    return F.cross_entropy(logits.permute(0, 2, 1), codes[:, 1:], reduction="none").mean(0)
+    """Cross-entropy ``[S-1]`` of the fine stage on its slots (codebooks 1..K-1 of a step's first
+    frame, then the codes of its next frames), teacher-forced: step j reads the hidden state that
+    predicted its coarse code, its codes, and the previous step's last frame. A last step short of
+    G frames counts only its real slots."""
+    G, K = model.config.frames_per_step, model.config.n_codebooks
+    slots = [step_slots(s.frames, G) for s in seqs]  # [n_b, S] each
+    h = torch.cat([o.hidden[: c.shape[0]] for o, c in zip(outputs, slots)])
+    none = torch.full((1, K), model.config.codebook_size, device=h.device)
+    prev = torch.cat([torch.cat([none, c[:-1, -K:]]) for c in slots])
+    codes = torch.cat(slots)
+    logits = model.fine.logits(h, codes, prev)  # [N, S-1, C]
+    ce = F.cross_entropy(logits.permute(0, 2, 1), codes[:, 1:], reduction="none")  # [N, S-1]
+    real = torch.cat([slot_mask(s.frames.shape[0], G, K) for s in seqs]).to(h.device)[:, 1:].float()
+    return (ce * real).sum(0) / real.sum(0).clamp_min(1)
 
 
 def ce_per_codebook(outputs: Sequence[Outputs], seqs: Sequence[LMSequence], model: CodecLM) -> torch.Tensor:
     """Cross-entropy per codebook ``[K]``; for a coarse-first model codebook 0 from the backbone
     and 1..K-1 from the fine stage, so both layouts report the same quantity: the sum is the
-    negative log-likelihood of a frame (per step, EOS included)."""
+    negative log-likelihood of a frame (per step, EOS included). Grouped (G frames a step): the
+    backbone's, then one per fine slot ``[G K]``."""
     lg = torch.cat([o.logits for o in outputs])
     tg = torch.cat([s.targets for s in seqs])
     per_step = F.cross_entropy(lg.permute(0, 2, 1), tg, reduction="none").mean(0)  # [G]
@@ -337,18 +345,32 @@ def heldout_ce(model: CodecLM, heldout: Sequence[LMSequence], chunk: int = 64) -
         total, weight = 0.0, 0.0
         for i in range(0, len(seqs), chunk):
             part = seqs[i: i + chunk]
-            w = torch.full((model.config.n_codebooks,), float(sum(s.frames.shape[0] for s in part)))
-            w[: model.n_codebooks] = sum(s.targets.shape[0] for s in part)
+            w = slot_counts(model, part)
             total, weight = total + ce_per_codebook(batch_outputs(model, part), part, model).cpu() * w, weight + w
         return total / weight
 
     right = ce(heldout)
     shuffled = [wrong_text(s, heldout[(i + 1) % len(heldout)]) for i, s in enumerate(heldout)]
     wrong = ce(shuffled)
+    # Nats per frame: a step's loss spread over its G frames, each fine slot's over the frames.
+    share = slot_counts(model, heldout)
+    share[: model.n_codebooks] = 1 / model.config.frames_per_step
+    share[model.n_codebooks:] /= sum(s.frames.shape[0] for s in heldout)
     return {"ce": round(right.mean().item(), 4), "per_codebook": [round(x, 3) for x in right.tolist()],
-            "frame_nll": round(right.sum().item(), 4),
+            "frame_nll": round((right * share).sum().item(), 4),
             "ce_wrong_text": round(wrong.mean().item(), 4),
             "text_gain_nats": round((wrong - right).mean().item(), 4)}
+
+
+def slot_counts(model: CodecLM, seqs: Sequence[LMSequence]) -> torch.Tensor:
+    """How many targets each column of :func:`ce_per_codebook` averaged over: steps for the
+    backbone's, real slots for each of the fine stage's."""
+    steps = float(sum(s.targets.shape[0] for s in seqs))
+    if model.fine is None:
+        return torch.full((model.n_codebooks,), steps)
+    G, K = model.config.frames_per_step, model.config.n_codebooks
+    slots = sum(slot_mask(s.frames.shape[0], G, K).sum(0) for s in seqs)[1:].float()
+    return torch.cat([torch.tensor([steps]), slots])
 
 
 def text_vocab(asr_dir: Path | None) -> int:
@@ -443,7 +465,8 @@ def run_lm(args: argparse.Namespace) -> int:
     asr = args.asr and Path(args.asr)
     model_config = default_target_config(codec, text_vocab(asr), num_hidden_layers=args.layers,
                                          hidden_size=args.hidden, intermediate_size=3 * args.hidden,
-                                         coarse_first=args.layout == "coarse", fine_width=args.hidden)
+                                         coarse_first=args.layout == "coarse", fine_width=args.hidden,
+                                         frames_per_step=args.frames_per_step)
     folder = train_target(Path(args.data), Path(args.codec), asr, Path(args.out), _train_config(args), model_config)
     print(f"exported {folder}")
     return 0
