@@ -8,10 +8,10 @@ import pytest
 
 from voicespec.cli import main
 
-ALIGNED = {"aligned", "coarse"}  # targets conditioned on a frame-aligned text track
+ALIGNED = {"aligned", "coarse", "grouped"}  # targets conditioned on a frame-aligned text track
 
 
-@pytest.mark.parametrize("layout", ["flat", "delay", "aligned", "coarse"])
+@pytest.mark.parametrize("layout", ["flat", "delay", "aligned", "coarse", "grouped"])
 def test_generate_runs_on_the_target_of_every_tiny_layout(layout, tmp_path, capsys):
     voice = tmp_path / layout
     assert main(["tiny", "--layout", layout, "--out", str(voice)]) == 0
@@ -26,7 +26,7 @@ def test_generate_runs_on_the_target_of_every_tiny_layout(layout, tmp_path, caps
     a, b = json.loads(plain.read_text()), json.loads(spec.read_text())
     assert a["frames"] == b["frames"] and len(a["frames"]) == 4  # lossless: greedy spec equals plain
     frames = len(a["frames"][0])
-    assert frames == 15 if layout in ALIGNED else frames > 0  # an aligned target speaks its track: 3 ids x 5
+    assert frames == 15 if layout in ALIGNED else frames > 0  # an aligned target speaks its track: 3 ids x 5 (grouped: 8 steps, the last cut)
 
 
 def test_generate_on_a_voice_folder_points_at_its_target(tiny_voice_dir, capsys):

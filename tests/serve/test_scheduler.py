@@ -288,3 +288,16 @@ def test_past_its_cap_a_tick_serves_the_least_slack_first():
     busy = object()  # one connection's many urgent contexts still take one place a round
     crowd = [Job(None, f"c{i}", busy, None, None, t_waiting=now - 9) for i in range(4)]
     assert [j.ctx for j in fair_share(crowd + [ahead], 2, now)] == ["c0", "ahead"]
+
+
+def test_a_grouped_voice_batches_with_each_contexts_offline_audio(tmp_path_factory):
+    """Two frames a step (issue 36): contexts of a grouped voice share ticks, speculating or not,
+    and each one's audio is what it synthesizes alone."""
+    voice = Voice.load(build_tiny_voice(tmp_path_factory.mktemp("voices") / "grouped", layout="grouped"))
+    assert voice.target.layout.frames_per_step == 2
+    for options in (SynthesisOptions(DecodeConfig(voice.sampling, seed=4, gamma=0)),
+                    SynthesisOptions(DecodeConfig(voice.sampling, seed=4, gamma=2), drafter="draft-model")):
+        got, worker, _ = _run_worker(voice, TEXTS, options)
+        assert max(worker.batch_sizes) > 1
+        for i, text in enumerate(TEXTS):
+            assert torch.equal(got.pcm(i), Synthesizer(voice).synthesize(text, options)[0]), i

@@ -91,10 +91,16 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
     c = lm.config
     phonemes = getattr(c, INFO_KEY, {}).get("units", "").startswith("phonemes")
     unit = "phoneme" if phonemes else "character"
-    layout = (f"in the coarse-first layout: the backbone reads and predicts codebook 0 (one token per 20 ms frame) and "
+    G = c.frames_per_step
+    grouped = (f"in the grouped coarse-first layout, {G} frames a step: the backbone reads and predicts codebook 0 of "
+               f"each step's first frame (one token per {20 * G} ms) and a fine stage (an MLP per slot, width {c.fine_width}) "
+               f"adds the step's other {G * c.n_codebooks - 1} codes, slot by slot, from the backbone's hidden state and "
+               "the codes before them")
+    layout = (grouped if G > 1 else
+              f"in the coarse-first layout: the backbone reads and predicts codebook 0 (one token per 20 ms frame) and "
               f"a fine stage (an MLP per codebook, width {c.fine_width}) adds codebooks 1..{c.n_codebooks - 1} of each "
               "verified frame from the backbone's hidden state, the frame's coarse code and the previous frame"
-              if c.coarse_first else f"in the delay layout (delays {c.delays}: one step per 20 ms frame)")
+              ) if c.coarse_first else f"in the delay layout (delays {c.delays}: one step per 20 ms frame)"
     (dest / "target" / "MODEL_CARD.md").write_text(_lm_card(
         lm, "voicespec-tiny target (codec LM)",
         f"A {lm.n_params() / 1e6:.1f} M-parameter Llama backbone ({c.num_hidden_layers} layers x {c.hidden_size}) "
