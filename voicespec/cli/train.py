@@ -145,7 +145,7 @@ def add_fine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus-seed", type=int, default=7, help="seed of the corpus grammar for those sentences")
     p.add_argument("--batch", type=int, default=48, help="sentences decoded together while sampling")
     p.add_argument("--minutes", type=float, default=15.0, help="training time budget (across resumes)")
-    p.add_argument("--batch-frames", type=int, default=2048, help="frames per training batch")
+    p.add_argument("--batch-frames", type=int, default=2048, help="steps (of the target's frames per step) per training batch")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)

@@ -70,6 +70,8 @@ class CodecLMConfig(FolderConfig):
         self.intermediate_size = self.intermediate_size or 4 * self.hidden_size
         if self.coarse_first and self.n_codebooks < 2:
             raise ValueError("a coarse-first model needs at least 2 codebooks (the fine stage makes codebooks 1..K-1)")
+        if not (type(self.frames_per_step) is int and self.frames_per_step >= 1):
+            raise ValueError(f"frames_per_step must be an integer >= 1, got {self.frames_per_step!r}")
         if self.frames_per_step != 1 and not self.coarse_first:
             raise ValueError("frames_per_step > 1 needs the coarse-first layout (its fine stage completes the step's frames)")
 

@@ -101,7 +101,7 @@ def sample_corpus(voice_dir: Path, examples: Sequence[dict[str, Any]], out_dir: 
             done.append({"id": e["id"], "ids": list(e["ids"]), "track": torch.as_tensor(p.track, dtype=torch.int16),
                          "steps": steps.to(torch.int16), "split": e["split"], "greedy": g})
         save_atomic(done, path)
-        rate = sum(int(d["steps"].numel()) for d in done) * layout.frames_per_step / 50 / (time.perf_counter() - t0)
+        rate = sum(int(d["track"].shape[0]) for d in done) / 50 / (time.perf_counter() - t0)  # frames / 50 Hz
         log(f"sampled {len(done)}/{len(chosen)} utterances ({rate:.1f} s of audio per s)")
     return done
 

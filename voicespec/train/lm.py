@@ -399,7 +399,8 @@ def train_target(data_dir: Path, codec_dir: Path, asr_dir: Path | None, out_dir:
     train, heldout = _split(examples, model_config.layout, model_config.track_positions, run.device)
     if run.step == 0:
         log(f"new target: {model.n_params() / 1e6:.2f} M parameters, {len(train)} train / {len(heldout)} "
-            f"held-out utterances ({sum(s.inputs.shape[0] for s in train)} train frames)")
+            f"held-out utterances ({sum(s.frames.shape[0] for s in train)} train frames, "
+            f"{sum(s.inputs.shape[0] for s in train)} steps with BOS)")
 
     def loss_fn(batch: Sequence[LMSequence]) -> tuple[torch.Tensor, torch.Tensor]:
         per_cb = ce_per_codebook(batch_outputs(model, batch, config.dropout), batch, model)
