@@ -16,7 +16,7 @@ from voicespec.engine.decoder import SpecDecoder
 from voicespec.engine.drafters import ModelDrafter
 from voicespec.pipeline.tiny import build_tiny_voice, codec_draft, tiny_codec_lm
 from voicespec.pipeline.voice import Voice
-from voicespec.train.fine import SAMPLES, batched_stage, distill_loss, train_fine
+from voicespec.train.fine import SAMPLES, batched_stage, distill_loss, train_fine, write_voice
 
 
 @pytest.mark.slow
@@ -67,3 +67,27 @@ def test_distillation_starts_from_the_old_stage_and_learns_it():
         loss.backward()
         opt.step()
     assert distill_loss(new, old, h, codes, prev)[0].sum() < 0.7 * kl0
+
+
+def test_a_narrower_stage_starts_from_scratch_learns_the_old_one_and_ships_its_width(tmp_path):
+    """``--width``: the new stage has its own width (nothing of the old one's weights fits), learns
+    the old stage's logits, and the voice written with it records that width and loads."""
+    old = tiny_codec_lm(seed=2, n_codebooks=3, codebook_size=8, coarse_first=True, frames_per_step=2).model.fine.eval()
+    new = batched_stage(old, width=16)
+    assert new.inp.out_features == 16 and new.G == 2 and new.prev is None
+    h, codes, prev = torch.randn(64, 64), torch.randint(0, 8, (64, 6)), torch.randint(0, 9, (64, 3))
+    kl0 = distill_loss(new, old, h, codes, prev)[0].sum()
+    opt = torch.optim.Adam(new.parameters(), lr=3e-3)
+    for _ in range(30):
+        loss = distill_loss(new, old, h, codes, prev)[0].sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert distill_loss(new, old, h, codes, prev)[0].sum() < 0.7 * kl0
+    voice_dir = build_tiny_voice(tmp_path / "voice", layout="grouped")
+    dest = write_voice(voice_dir, tmp_path / "narrow", batched_stage(Voice.load(voice_dir).target.model.fine, 16), {})
+    voice = Voice.load(dest)
+    assert voice.target.model.config.fine_width == 16 and voice.target.model.fine.inp.out_features == 16
+    prompt = voice.prompt(voice.tokenizer.encode("a cat sat."))
+    frames = SpecDecoder(voice.target).generate(prompt, DecodeConfig(voice.sampling, seed=1, max_steps=200)).run()
+    assert frames.shape == (voice.target.model.config.n_codebooks, prompt.track.shape[0])

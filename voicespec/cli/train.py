@@ -146,6 +146,8 @@ def add_fine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=48, help="sentences decoded together while sampling")
     p.add_argument("--minutes", type=float, default=15.0, help="training time budget (across resumes)")
     p.add_argument("--batch-frames", type=int, default=2048, help="steps (of the target's frames per step) per training batch")
+    p.add_argument("--width", type=positive(int, "--width"), help="the new stage's width (default: the old one's, "
+                                                                   "whose weights it starts from; another starts from scratch)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)

@@ -91,10 +91,20 @@ def spoken_frames(voice: Voice, prompts: list[Prompt], seeds: list[int]) -> list
     return out
 
 
-def batched_stage(old: FineStage) -> FineStage:
-    """A fine stage that does not read the previous frame, starting from ``old``'s other weights."""
-    new = FineStage(old.inp.in_features, old.K, old.C, old.inp.out_features, reads_prev=False, frames_per_step=old.G)
-    new.load_state_dict({k: v for k, v in old.state_dict().items() if not k.startswith("prev.")})
+def batched_stage(old: FineStage, width: int | None = None) -> FineStage:
+    """A fine stage that does not read the previous frame, starting from ``old``'s other weights;
+    of another ``width`` (a cheaper stage: its MLPs are most of a grouped step's fine cost), from
+    scratch (as :class:`~voicespec.lm.codec_lm.CodecLM` initialises one)."""
+    width = width or old.inp.out_features
+    new = FineStage(old.inp.in_features, old.K, old.C, width, reads_prev=False, frames_per_step=old.G)
+    if width == old.inp.out_features:
+        new.load_state_dict({k: v for k, v in old.state_dict().items() if not k.startswith("prev.")})
+        return new
+    for m in new.modules():
+        if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+            torch.nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, torch.nn.Linear) and m.bias is not None:
+            torch.nn.init.zeros_(m.bias)
     return new
 
 
@@ -111,7 +121,8 @@ def distill_loss(new: FineStage, old: FineStage, h: torch.Tensor, codes: torch.T
 
 def train_fine(voice_dir: Path, out_dir: Path, utterances: int = 600, corpus_seed: int = 7, batch: int = 48,
                minutes: float = 15.0, batch_frames: int = 2048, lr: float = 1e-3, seed: int = 0, threads: int = 0,
-               max_steps: int = 0, eval_every: int = 50, command: str = "", log: Callable[[str], Any] = print) -> Path:
+               max_steps: int = 0, eval_every: int = 50, command: str = "", log: Callable[[str], Any] = print,
+               width: int | None = None) -> Path:
     """Sample, distil, and write ``OUT/voice``: ``voice_dir`` with the new fine stage in its target."""
     out_dir.mkdir(parents=True, exist_ok=True)
     voice = Voice.load(voice_dir)
@@ -122,7 +133,7 @@ def train_fine(voice_dir: Path, out_dir: Path, utterances: int = 600, corpus_see
     heldout = data["utt"] % 10 == 0  # every tenth sentence: the held-out frames
     train_idx, eval_idx = (~heldout).nonzero()[:, 0], heldout.nonzero()[:, 0]
     old = copy.deepcopy(model.fine).eval().requires_grad_(False)
-    new = batched_stage(old).train()
+    new = batched_stage(old, width).train()
     run = TrainingRun(out_dir / "run", seed, threads, log=log)
     opt = torch.optim.AdamW(new.parameters(), lr=lr, weight_decay=0.01)
     run.attach(new, opt, lambda: {})
@@ -166,6 +177,7 @@ def write_voice(voice_dir: Path, dest: Path, stage: FineStage, info: dict[str, A
     shutil.copytree(voice_dir, dest, ignore=shutil.ignore_patterns("target"))
     model = CodecLM.from_folder(voice_dir / "target")
     model.config.fine_reads_prev = False
+    model.config.fine_width = stage.inp.out_features
     model.fine = stage
     model.config.voicespec_info = {**getattr(model.config, "voicespec_info", {}), "fine_stage": info}
     model.save(dest / "target")
@@ -179,6 +191,6 @@ def write_voice(voice_dir: Path, dest: Path, stage: FineStage, info: dict[str, A
 def run_fine(args: argparse.Namespace) -> int:
     dest = train_fine(Path(args.voice), Path(args.out), args.utterances, args.corpus_seed, args.batch, args.minutes,
                       args.batch_frames, args.lr, args.seed, args.threads, args.max_steps, args.eval_every,
-                      args.command or "")
+                      args.command or "", width=args.width)
     print(f"wrote {dest}")
     return 0
