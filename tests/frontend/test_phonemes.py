@@ -77,3 +77,29 @@ def test_the_shared_indexed_processor_reads_as_gruut_does_from_any_thread():
     plan = db.execute("EXPLAIN QUERY PLAN SELECT role, phonemes FROM word_phonemes WHERE word = ? "
                       "ORDER BY pron_order", ("hello",)).fetchall()
     assert "USING INDEX" in " ".join(str(row) for row in plan), plan
+
+
+def test_gruuts_date_parser_loads_only_for_a_date_and_reads_as_if_imported():
+    """``dateparser`` is a stand-in until gruut parses a date (~0.3 s of a cold start); a date then reads
+    exactly as with the real module imported up front, and plain words never load it."""
+    import json
+    import subprocess
+    import sys
+
+    probe = """
+import json, sys
+{first}
+from voicespec.frontend.phonemes import tagged_units
+plain = tagged_units("hello there, friend")
+loaded_for_plain = "dateparser.date" in sys.modules
+print(json.dumps([plain, loaded_for_plain, tagged_units("on 12/03/2024 we met"), "dateparser.date" in sys.modules]))
+"""
+    def run(first: str) -> list:
+        out = subprocess.run([sys.executable, "-c", probe.format(first=first)], capture_output=True, text=True,
+                             timeout=120, check=True)
+        return json.loads(out.stdout)
+
+    deferred, eager = run(""), run("import dateparser")
+    assert deferred[1] is False and deferred[3] is True and eager[1] is True
+    assert deferred[0] == eager[0] and deferred[2] == eager[2]
+    assert "December" in deferred[2][2]

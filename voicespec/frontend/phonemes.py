@@ -13,9 +13,12 @@ change intonation. Id 0 is padding, as for the character tokenizer.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sqlite3
+import sys
 import threading
+import types
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -109,6 +112,7 @@ def _processor() -> Any:
     index costs ~45 ms once and answers in microseconds; the rows, the query and gruut's own phonemizer are
     unchanged, so the phonemes are too. ``gruut.sentences`` would also build a processor per thread.
     """
+    _load_on_first_use("dateparser")
     from gruut import TextProcessor
     from gruut.lang import DelayedSqlitePhonemizer, get_settings
     from gruut.phonemize import SqlitePhonemizer
@@ -118,6 +122,36 @@ def _processor() -> Any:
     if isinstance(lookup, DelayedSqlitePhonemizer):
         lookup.phonemizer = SqlitePhonemizer(db_conn=indexed_lexicon(lookup.db_path), **lookup.phonemizer_args)
     return TextProcessor(default_lang=LANG, settings={LANG: settings})
+
+
+class _StandIn(types.ModuleType):
+    """A module that imports the real one when first asked for an attribute it lacks, and then
+    answers from it. The import system reads only ``__spec__`` of a module already in ``sys.modules``,
+    which the stand-in has, so ``import name`` costs nothing until ``name.something`` is used (the
+    standard library's ``LazyLoader`` loads on that ``__spec__`` read in Python 3.11)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        real = self.__dict__.get("_real")
+        if real is None:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            real = self._real = importlib.import_module(self.__name__)
+        return getattr(real, attr)
+
+
+def _load_on_first_use(name: str) -> None:
+    """Let ``import name`` return a :class:`_StandIn`. gruut imports ``dateparser`` at module level but
+    calls it only for a word that looks like a date, which our normalizer has already spelled out;
+    loading it (its timezone regexes) was ~0.3 s of every cold ``say``. Used under ``_processor``'s
+    cache, before gruut's import; the stand-in loads under ``_PROCESSOR_LOCK``, so in one thread."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return  # gruut's own import will say what is missing
+    stand_in = _StandIn(name)
+    stand_in.__spec__ = spec
+    sys.modules[name] = stand_in
 
 
 def indexed_lexicon(path: Any) -> sqlite3.Connection:
