@@ -189,6 +189,16 @@ def slot_mask(n_frames: int, frames_per_step: int, n_codebooks: int) -> torch.Te
     return (frame < n_frames).reshape(n, -1)
 
 
+def init_weights(modules: Iterable[nn.Module], std: float) -> None:
+    """Linear maps and tables from N(0, std), biases zero, norms as built (one), in module order (as
+    ``transformers`` initialises a Llama); loading a folder overwrites them."""
+    for m in modules:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=std)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+
 class CodecLM(FolderModule):
     config_class = CodecLMConfig
     # Folders written while the backbone was transformers' LlamaModel hold its token table (one
@@ -210,7 +220,7 @@ class CodecLM(FolderModule):
         if config.track_positions:
             self.track_units = nn.Embedding(2 * config.text_vocab_size, config.hidden_size)  # this, next
             self.track_pos = nn.Embedding(2 * config.track_positions, config.hidden_size)  # since, until
-        self._init_weights(m for name, m in self.named_modules() if not name.startswith("backbone"))
+        init_weights((m for name, m in self.named_modules() if not name.startswith("backbone")), config.initializer_range)
 
     def _seeded_backbone(self, config: CodecLMConfig) -> LlamaBackbone:
         """The backbone, initialised as it was while it was ``transformers``' ``LlamaModel``, draw
@@ -220,18 +230,8 @@ class CodecLM(FolderModule):
         torch.empty(1, D).normal_()  # the token table's default initialisation
         backbone = LlamaBackbone(config.backbone_config())
         torch.empty(1, D).normal_(std=config.initializer_range)  # and its re-initialisation
-        self._init_weights(backbone.modules())
+        init_weights(backbone.modules(), config.initializer_range)
         return backbone
-
-    def _init_weights(self, modules: Iterable[nn.Module]) -> None:
-        """Linear maps and tables from N(0, initializer_range), biases zero, norms as built (one),
-        in module order (as ``transformers`` initialises a Llama); loading a folder overwrites them."""
-        std = self.config.initializer_range
-        for m in modules:
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, std=std)
-            if isinstance(m, nn.Linear) and m.bias is not None:
-                nn.init.zeros_(m.bias)
 
     @property
     def device(self) -> torch.device:

@@ -26,7 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from voicespec.engine.layout import Prompt
-from voicespec.lm.codec_lm import CodecLM, FineStage, step_slots
+from voicespec.lm.codec_lm import CodecLM, CodecLMConfig, FineStage, init_weights, step_slots
 from voicespec.pipeline.voice import Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 from voicespec.train.corpus import build_corpus
@@ -100,11 +100,7 @@ def batched_stage(old: FineStage, width: int | None = None) -> FineStage:
     if width == old.inp.out_features:
         new.load_state_dict({k: v for k, v in old.state_dict().items() if not k.startswith("prev.")})
         return new
-    for m in new.modules():
-        if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
-            torch.nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, torch.nn.Linear) and m.bias is not None:
-            torch.nn.init.zeros_(m.bias)
+    init_weights(new.modules(), CodecLMConfig.initializer_range)
     return new
 
 
