@@ -271,3 +271,31 @@ def test_hub_ids_with_a_namespace_reach_transformers(monkeypatch, tmp_path):
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", fake_from_pretrained)
     with pytest.raises(Reached):
         load_step_lm("some-org/some-tts-model")
+
+
+def test_loading_draws_no_initial_weights_and_only_in_its_own_thread(codec_pair):
+    """``from_folder`` builds without random initialisation (every weight is loaded), so it consumes
+    nothing of the random stream even outside its fork; another thread building meanwhile draws as usual."""
+    import threading
+
+    from voicespec.weights import SkippedRandomInit
+
+    target, path = codec_pair
+    draws = []
+    with SkippedRandomInit():
+        torch.manual_seed(5)
+        CodecLM(CodecLMConfig.read(path))
+        draws.append(torch.rand(1))
+        # the mode is per thread: a thread building now initialises as it would without it
+        def build():
+            torch.manual_seed(1)
+            draws.append(torch.nn.Linear(8, 8).weight.clone())
+        t = threading.Thread(target=build)
+        t.start()
+        t.join()
+    torch.manual_seed(5)
+    assert torch.equal(draws[0], torch.rand(1))  # nothing drawn by the build
+    torch.manual_seed(1)
+    assert torch.equal(draws[1], torch.nn.Linear(8, 8).weight)
+    loaded, saved = CodecLM.from_folder(path).state_dict(), target.model.state_dict()
+    assert loaded.keys() == saved.keys() and all(torch.equal(loaded[k], saved[k]) for k in saved)

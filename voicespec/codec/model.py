@@ -17,7 +17,7 @@ from encodec import modules as em
 from encodec import quantization as eq
 
 from voicespec.codec.config import CodecConfig
-from voicespec.weights import load_weights, save_folder
+from voicespec.weights import SkippedRandomInit, load_weights, save_folder
 from voicespec.codec.istft import IstftDecoder, IstftStream
 from voicespec.codec.seanet import StreamingDecoder
 from voicespec.codec.stream import CodecStream
@@ -75,7 +75,8 @@ class Codec:
     @classmethod
     def from_folder(cls, path: str | Path, device: str = "cpu") -> Codec:
         config = CodecConfig.read(path)
-        model = build_encodec(config)
+        with SkippedRandomInit():
+            model = build_encodec(config)
         load_weights(path, model)
         return cls(model, config, device)
 
