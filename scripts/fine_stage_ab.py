@@ -2,7 +2,7 @@
 
 Each sentence is spoken once by the base voice (the shipped one unless ``--base``; plain decoding,
 seed s): its coarse codes and the hidden states that predicted them are then fixed, and every arm
-re-draws codebooks 1..K-1 from them with its own fine stage and the *same* uniforms (seed s +
+re-draws every other code of each step (codebooks 1..K-1; with G frames a step, the later frames' too) from them with its own fine stage and the *same* uniforms (seed s +
 1000). So arms differ only in their fine stage's distribution, and the base stage re-drawn
 ("base'") is the yardstick: how far two draws of the same distribution already are. Reported per
 set and arm: PocketSphinx WER (not trained by us), MCD-DTW to the base's first rendering (base vs
@@ -39,15 +39,18 @@ stages: dict[str, FineStage] = {"base'": base.target.model.fine}
 for spec in args.others:
     name, _, path = spec.partition("=")
     stages[name] = voicespec.Voice.from_pretrained(path, device="cpu").target.model.fine
-K, C = base.target.model.config.n_codebooks, base.target.model.config.codebook_size
+config = base.target.model.config
+K, C, G = config.n_codebooks, config.codebook_size, config.frames_per_step
 
 
 @torch.inference_mode()
-def redraw(stage: FineStage, h: torch.Tensor, coarse: torch.Tensor, seed: int) -> torch.Tensor:
-    """Frames ``[K, n]``: ``coarse [n]`` completed by ``stage`` from states ``h [n, D]``, uniforms of ``seed``."""
-    u = draw_uniforms(torch.Generator().manual_seed(seed), coarse.shape[0] * (K - 1)).view(-1, K - 1)
-    pick = lambda logits, frames, k: choose_rows(logits, base.sampling, u[[j for _, j in frames], k - 1:k])  # noqa: E731
-    return stage.generate([h], [coarse], torch.full((1, K), C), pick)[0]
+def redraw(stage: FineStage, h: torch.Tensor, frames: torch.Tensor, seed: int) -> torch.Tensor:
+    """``frames [K, n]`` with every code but each step's backbone token (codebook 0 of its first frame)
+    re-drawn by ``stage`` from the states ``h [ceil(n / G), D]`` that predicted them, uniforms of ``seed``."""
+    coarse = frames[0, ::G]
+    u = draw_uniforms(torch.Generator().manual_seed(seed), coarse.shape[0] * (stage.slots - 1)).view(-1, stage.slots - 1)
+    pick = lambda logits, steps, s: choose_rows(logits, base.sampling, u[[j for _, j in steps], s - 1:s])  # noqa: E731
+    return stage.generate([h], [coarse], torch.full((1, K), C), pick)[0][:, : frames.shape[1]]
 
 
 def bootstrap(diff_errors: list[int], words: list[int], n: int = 2000) -> list[float]:
@@ -73,7 +76,7 @@ for set_name, texts in sets.items():
             spoken = spoken_frames(base, [base.prompt(ids) for ids in sentences], [seed] * len(sentences))
             frames = {"base": [f for f, _ in spoken]}
             for name, stage in stages.items():
-                frames[name] = [redraw(stage, h, f[0], seed + 1000) if h is not None else f for f, h in spoken]
+                frames[name] = [redraw(stage, h, f, seed + 1000) if h is not None else f for f, h in spoken]
             audio = {a: torch.cat([base.codec.decode(f) for f in fs]) for a, fs in frames.items()}
             rate = base.codec.sample_rate
             for a in arms:
