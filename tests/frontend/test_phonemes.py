@@ -103,3 +103,23 @@ print(json.dumps([plain, loaded_for_plain, tagged_units("on 12/03/2024 we met"),
     assert deferred[1] is False and deferred[3] is True and eager[1] is True
     assert deferred[0] == eager[0] and deferred[2] == eager[2]
     assert "December" in deferred[2][2]
+
+
+def test_dateparser_imported_after_the_processor_is_one_package():
+    """Only gruut's import sees the stand-in: a later ``import dateparser.date`` (or unpickling one of its
+    objects) gets the real package once, the same classes gruut then calls."""
+    import subprocess
+    import sys
+
+    probe = """
+import sys
+from voicespec.frontend.phonemes import tagged_units
+tagged_units("hello there")
+import dateparser.date
+import gruut.text_processor as tp
+assert type(sys.modules["dateparser"]).__name__ == "module"
+assert tp.dateparser.DateDataParser is sys.modules["dateparser.date"].DateDataParser
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -112,10 +112,19 @@ def _processor() -> Any:
     index costs ~45 ms once and answers in microseconds; the rows, the query and gruut's own phonemizer are
     unchanged, so the phonemes are too. ``gruut.sentences`` would also build a processor per thread.
     """
-    _load_on_first_use("dateparser")
-    from gruut import TextProcessor
-    from gruut.lang import DelayedSqlitePhonemizer, get_settings
-    from gruut.phonemize import SqlitePhonemizer
+    # gruut imports ``dateparser`` at module level (~0.3 s of timezone regexes) but calls it only for
+    # a word that looks like a date, which our normalizer has already spelled out: gruut's import gets
+    # a stand-in that imports the real module on first use, and only gruut holds it (anyone importing
+    # dateparser later gets the real package). A broken dateparser then shows where gruut calls it,
+    # which logs the error and reads the date as words.
+    stand_in = _stand_in("dateparser")
+    try:
+        from gruut import TextProcessor
+        from gruut.lang import DelayedSqlitePhonemizer, get_settings
+        from gruut.phonemize import SqlitePhonemizer
+    finally:
+        if stand_in is not None and sys.modules.get("dateparser") is stand_in:
+            del sys.modules["dateparser"]
 
     settings = get_settings(LANG)
     lookup = settings.lookup_phonemes
@@ -125,33 +134,22 @@ def _processor() -> Any:
 
 
 class _StandIn(types.ModuleType):
-    """A module that imports the real one when first asked for an attribute it lacks, and then
-    answers from it. The import system reads only ``__spec__`` of a module already in ``sys.modules``,
-    which the stand-in has, so ``import name`` costs nothing until ``name.something`` is used (the
-    standard library's ``LazyLoader`` loads on that ``__spec__`` read in Python 3.11)."""
+    """A module that answers every attribute it lacks from the real one, importing it then (the
+    standard library's ``LazyLoader`` cannot stand in here: Python 3.11's import system reads
+    ``__spec__`` of a module already in ``sys.modules`` and so loads it at once)."""
 
     def __getattr__(self, attr: str) -> Any:
-        real = self.__dict__.get("_real")
-        if real is None:
-            if sys.modules.get(self.__name__) is self:
-                del sys.modules[self.__name__]
-            real = self._real = importlib.import_module(self.__name__)
-        return getattr(real, attr)
+        return getattr(importlib.import_module(self.__name__), attr)
 
 
-def _load_on_first_use(name: str) -> None:
-    """Let ``import name`` return a :class:`_StandIn`. gruut imports ``dateparser`` at module level but
-    calls it only for a word that looks like a date, which our normalizer has already spelled out;
-    loading it (its timezone regexes) was ~0.3 s of every cold ``say``. Used under ``_processor``'s
-    cache, before gruut's import; the stand-in loads under ``_PROCESSOR_LOCK``, so in one thread."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        return  # gruut's own import will say what is missing
+def _stand_in(name: str) -> _StandIn | None:
+    """Put a :class:`_StandIn` for ``name`` in ``sys.modules`` (unless ``name`` is imported already)."""
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        return None  # loaded, or missing: gruut's own import will say so
     stand_in = _StandIn(name)
-    stand_in.__spec__ = spec
+    stand_in.__spec__ = importlib.util.find_spec(name)
     sys.modules[name] = stand_in
+    return stand_in
 
 
 def indexed_lexicon(path: Any) -> sqlite3.Connection:
