@@ -59,13 +59,13 @@ class SkippedRandomInit(TorchFunctionMode):
     """While active, in this thread only (torch's function modes are per thread), random initialisers
     leave their tensor as it is: building a module whose every weight a checkpoint then overwrites
     need not draw them (about a third of loading the default voice). Fills (``zeros_``, ``ones_``)
-    and computed buffers (RoPE frequencies, windows) run as usual."""
+    and computed buffers (RoPE frequencies, windows) run as usual. The ``nn.init`` functions that
+    dispatch to a mode are skipped whole; the others (``xavier_*``, ``trunc_normal_``, ...) draw
+    through the tensor methods listed here."""
 
     SKIPPED = frozenset({
         torch.Tensor.uniform_, torch.Tensor.normal_,
-        torch.nn.init.uniform_, torch.nn.init.normal_, torch.nn.init.trunc_normal_,
-        torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming_normal_,
-        torch.nn.init.xavier_uniform_, torch.nn.init.xavier_normal_, torch.nn.init.orthogonal_,
+        torch.nn.init.uniform_, torch.nn.init.normal_, torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming_normal_,
     })
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:

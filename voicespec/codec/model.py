@@ -75,9 +75,9 @@ class Codec:
     @classmethod
     def from_folder(cls, path: str | Path, device: str = "cpu") -> Codec:
         """The codec saved in ``path``, built without drawing initial weights (as
-        :meth:`~voicespec.weights.FolderModule.from_folder`), so loading no longer moves the caller's
-        random stream (since stop 51: a seeded recipe that loads a codec and then draws a fresh decoder
-        draws other weights than it did before)."""
+        :meth:`~voicespec.weights.FolderModule.from_folder`), so loading does not move the caller's
+        random stream (a seeded recipe that loads a codec, then draws a fresh decoder, draws the same
+        decoder whether or not it loaded one first)."""
         config = CodecConfig.read(path)
         with SkippedRandomInit():
             model = build_encodec(config)

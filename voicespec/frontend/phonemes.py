@@ -144,10 +144,11 @@ class _StandIn(types.ModuleType):
 
 def _stand_in(name: str) -> _StandIn | None:
     """Put a :class:`_StandIn` for ``name`` in ``sys.modules`` (unless ``name`` is imported already)."""
-    if name in sys.modules or importlib.util.find_spec(name) is None:
+    spec = None if name in sys.modules else importlib.util.find_spec(name)
+    if spec is None:
         return None  # loaded, or missing: gruut's own import will say so
     stand_in = _StandIn(name)
-    stand_in.__spec__ = importlib.util.find_spec(name)
+    stand_in.__spec__ = spec
     sys.modules[name] = stand_in
     return stand_in
 
