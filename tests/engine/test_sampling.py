@@ -17,6 +17,7 @@ from transformers import (
 from voicespec.engine.config import SamplingConfig
 from voicespec.engine.sampling import (
     apply_repetition_penalty,
+    draw_uniforms,
     recent_tokens,
     sample,
     top_k_filter,
@@ -403,3 +404,15 @@ def test_sample_frequencies():
     freq = torch.bincount(out, minlength=3).float() / out.numel()
     assert torch.allclose(freq, torch.tensor([0.1, 0.6, 0.3]), atol=0.015)
     assert math.isclose(float(freq.sum()), 1.0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 16, 17, 200])
+def test_draw_uniforms_one_call_is_n_single_draws(n):
+    """The fine stage draws a session's uniforms ahead in one call: they must be the draws one
+    row at a time would make, and leave the generator where those would (the next draw agrees)."""
+    a, b = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    ahead = draw_uniforms(a, n)
+    one_by_one = [torch.rand(1, 1, generator=b) for _ in range(n)]
+    assert ahead.shape == (n, 1)
+    assert torch.equal(ahead, torch.cat(one_by_one) if n else torch.empty(0, 1))
+    assert torch.equal(torch.rand(1, generator=a), torch.rand(1, generator=b))

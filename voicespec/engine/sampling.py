@@ -102,8 +102,10 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
 
 def draw_uniforms(generator: torch.Generator | None, n: int) -> torch.Tensor:
     """``[n, 1]``: the next ``n`` uniforms of ``generator``, each the one draw :func:`sample`
-    makes for one row, in order (drawn ahead so that rows picked in any grouping get the same ones)."""
-    return torch.cat([torch.rand(1, 1, generator=generator) for _ in range(n)]) if n else torch.empty(0, 1)
+    makes for one row, in order (drawn ahead so that rows picked in any grouping get the same ones).
+    One call: torch's CPU uniform fills a tensor serially, draw for draw what ``n`` one-element
+    calls give (``tests/engine/test_sampling.py`` holds it to that)."""
+    return torch.rand(n, 1, generator=generator)
 
 
 def choose_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Tensor | None) -> torch.Tensor:
