@@ -9,7 +9,11 @@ corpus, with ``voicespec train lm``'s loop, schedule and held-out metric, and wr
 ``metrics.jsonl`` to compare with the plain G = 2 run's at equal steps. A measurement, not a
 recipe: no layout decodes such a target yet.
 
-    python scripts/grouped_reads_nll.py --run runs/lm-g2 --out runs/lm-g2-pair --max-steps 1600
+    python scripts/grouped_reads_nll.py --run runs/lm-g2 --out runs/lm-g2-pair
+
+The schedule is the base run's: its time budget, and its final step count as a step budget, which
+sets the cosine while this machine runs about as fast as the base run's did (whichever budget is
+nearer its end wins: ``train.common.cosine_lr_factor``).
 
 Run it alone on the machine (a training run: both cores).
 """
@@ -42,13 +46,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, required=True, help="the plain grouped run: its prepared corpus and shape")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--max-steps", type=int, default=1600)
+    ap.add_argument("--max-steps", type=int, default=0, help="default: the base run's final step")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
 
     base = torch.load(args.run / "checkpoint.pt", map_location="cpu", weights_only=False)
     config = CodecLMConfig.from_dict(base["model_config"])
-    train_config = dataclasses.replace(LMTrainConfig(**base["train_config"]), max_steps=args.max_steps,
+    train_config = dataclasses.replace(LMTrainConfig(**base["train_config"]), max_steps=args.max_steps or base["step"],
                                        threads=args.threads)
     G, C = config.frames_per_step, config.codebook_size
     examples = [lm.Example(**d) for d in torch.load(args.run / "prepared.pt", weights_only=False)["examples"]]

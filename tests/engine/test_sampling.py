@@ -416,3 +416,10 @@ def test_draw_uniforms_one_call_is_n_single_draws(n):
     assert ahead.shape == (n, 1)
     assert torch.equal(ahead, torch.cat(one_by_one) if n else torch.empty(0, 1))
     assert torch.equal(torch.rand(1, generator=a), torch.rand(1, generator=b))
+    with torch.random.fork_rng():  # no generator: torch's global one, consumed the same way
+        torch.manual_seed(5)
+        ahead, after = draw_uniforms(None, n), torch.rand(1)
+        torch.manual_seed(5)
+        one_by_one = [torch.rand(1, 1) for _ in range(n)]
+        assert torch.equal(ahead, torch.cat(one_by_one) if n else torch.empty(0, 1))
+        assert torch.equal(after, torch.rand(1))
