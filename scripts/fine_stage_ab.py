@@ -2,13 +2,13 @@
 
 Each sentence is spoken once by the base voice (the shipped one unless ``--base``; plain decoding,
 seed s): its coarse codes and the hidden states that predicted them are then fixed, and every arm
-re-draws every other code of each step (codebooks 1..K-1; with G frames a step, the later frames' too) from them with its own fine stage and the *same* uniforms (seed s +
-1000). So arms differ only in their fine stage's distribution, and the base stage re-drawn
-("base'") is the yardstick: how far two draws of the same distribution already are. Reported per
-set and arm: PocketSphinx WER (not trained by us), MCD-DTW to the base's first rendering (base vs
-base' is the spread a new stage should stay within), and a paired bootstrap 95 % interval of the
-WER difference to base' (resampling texts, each with all its seeds). On the CPU, whatever the
-machine. Run it alone on the machine:
+re-draws every other code of each step (codebooks 1..K-1; with G frames a step, the later frames'
+too) from them with its own fine stage and the *same* uniforms (seed s + 1000). So arms differ only
+in their fine stage's distribution, and the base stage re-drawn ("base'") is the yardstick: how far
+two draws of the same distribution already are. Reported per set and arm: PocketSphinx WER (not
+trained by us), MCD-DTW to the base's first rendering (base vs base' is the spread a new stage
+should stay within), and a paired bootstrap 95 % interval of the WER difference to base' (resampling
+texts, each with all its seeds). On the CPU, whatever the machine. Run it alone on the machine:
 ``python scripts/fine_stage_ab.py NAME=VOICE_DIR [...] [--base VOICE_DIR] [--seeds 2] [--sentences 30] [--out ab.json]``."""
 
 import argparse

@@ -123,3 +123,22 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_stand_in_used_while_still_in_sys_modules_loads_the_real_module():
+    """Were gruut to touch dateparser while it imports (the stand-in still in ``sys.modules``), the
+    stand-in must load the real module, not find itself and recurse."""
+    import subprocess
+    import sys
+
+    probe = """
+import sys
+from voicespec.frontend.phonemes import _stand_in
+stand_in = _stand_in("colorsys")
+assert sys.modules["colorsys"] is stand_in
+assert stand_in.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)
+assert type(sys.modules["colorsys"]).__name__ == "module"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -139,6 +139,8 @@ class _StandIn(types.ModuleType):
     ``__spec__`` of a module already in ``sys.modules`` and so loads it at once)."""
 
     def __getattr__(self, attr: str) -> Any:
+        if sys.modules.get(self.__name__) is self:  # used while gruut still imports: make way for the real one
+            sys.modules.pop(self.__name__, None)
         return getattr(importlib.import_module(self.__name__), attr)
 
 
