@@ -65,6 +65,14 @@ def test_installed_say_speaks_with_the_default_voice(installed, tmp_path):
     assert "RTF" in out and "Loading weights" not in out and "Warning" not in out  # quiet loading
 
 
+def test_installed_grouped_voice_speaks_through_the_default_voices_codec(installed, tmp_path):
+    """The second shipped voice keeps no codec of its own: its voice.json names the default voice's,
+    a path that must hold inside an installed package too."""
+    sh(installed / "bin" / "voicespec", "say", "Hello", "--voice", "voicespec-tiny-g2", "-o", "g.wav", cwd=tmp_path)
+    audio, rate = sf.read(tmp_path / "g.wav")
+    assert rate == 16000 and len(audio) / rate > 0.2 and abs(audio).max() > 0.01
+
+
 def test_installed_serve_serves_the_player(installed, tmp_path):
     proc = subprocess.Popen([str(installed / "bin" / "voicespec"), "serve", "--port", "0"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,5 +1,6 @@
-"""The default voice we ship (models/voicespec-tiny): every part loads and fits, it speaks a short
-sentence through the real pipeline, and speculation changes no token of greedy output."""
+"""The voices we ship (models/voicespec-tiny, the default, and voicespec-tiny-g2, grouped): every part
+loads and fits, each speaks a short sentence through the real pipeline, and speculation changes no
+token of greedy output."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import torch
 from voicespec.pipeline.voice import load_voice
 from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.engine.decoder import SpecDecoder
-from voicespec.engine.drafters import ModelDrafter
 from voicespec.pipeline.synthesis import Synthesizer
-from voicespec.pipeline.voice import DEFAULT_VOICE
+from voicespec.pipeline.voice import DEFAULT_VOICE, resolve_voice
+
+GROUPED_VOICE = "voicespec-tiny-g2"
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +48,45 @@ def test_it_speaks_a_short_sentence_for_as_long_as_its_durations_say(voice):
     assert stats.decode.finish_reason == "eos" and float(pcm.abs().max()) > 0.01
 
 
-def test_greedy_speculation_equals_plain_on_the_shipped_model(voice):
-    (_, ids), = voice.frontend.sentences("Please order a cup of tea.")
-    prompt = voice.prompt(ids)
+# --- the grouped voice (issue 36): two frames a backbone step, the default voice's codec and timing ---
+
+@pytest.fixture(scope="module")
+def grouped():
+    return load_voice(GROUPED_VOICE)
+
+
+def test_the_grouped_voice_shares_the_default_voices_codec_and_timing(voice, grouped):
+    assert grouped.name == GROUPED_VOICE and grouped.target.layout.frames_per_step == 2
+    shipped = resolve_voice(GROUPED_VOICE)
+    assert (shipped / grouped.config.codec).resolve() == (resolve_voice(None) / "codec").resolve()
+    assert (shipped / grouped.config.duration).resolve() == (resolve_voice(None) / "duration").resolve()
+    assert not (shipped / "codec").exists()  # one copy in the package
+    (_, ids), = voice.frontend.sentences("Hello there.")
+    assert grouped.duration.predict(ids) == voice.duration.predict(ids)
+    assert grouped.config.default_drafter == "feature" and grouped.drafter_names[-1:] == ["feature"]
+
+
+def test_the_grouped_voice_speaks_its_durations_on_and_off_a_group_boundary(grouped):
+    parities = set()
+    for text in ("Hello there.", "Good morning."):
+        pcm, stats = Synthesizer(grouped).synthesize(text)
+        (_, ids), = grouped.frontend.sentences(text)
+        frames = sum(grouped.duration.predict(ids))
+        assert stats.frames == frames and pcm.numel() == frames * grouped.codec.hop_length
+        assert stats.decode.generated_steps == -(-frames // 2) + 1  # a backbone step per two frames, and the end
+        parities.add(frames % 2)
+    assert parities == {0, 1}  # one sentence ends on a group boundary, the other a frame past one
+
+
+@pytest.mark.parametrize("name, drafter, gammas", [(DEFAULT_VOICE, "distilled", (2, "auto")),
+                                                   (GROUPED_VOICE, "feature", (4, "auto"))])
+def test_greedy_speculation_equals_plain_on_the_shipped_voices(name, drafter, gammas, request):
+    v = request.getfixturevalue("voice" if name == DEFAULT_VOICE else "grouped")
+    (_, ids), = v.frontend.sentences("Please order a cup of tea.")
+    prompt = v.prompt(ids)
     greedy = SamplingConfig(temperature=0)
-    plain = SpecDecoder(voice.target, None, DecodeConfig(greedy, gamma=0, max_steps=400)).generate(prompt).run()
-    drafter = voice.drafter("distilled")
-    for gamma in (2, "auto"):
-        spec = SpecDecoder(voice.target, drafter, DecodeConfig(greedy, gamma=gamma, max_steps=400)).generate(prompt)
+    plain = SpecDecoder(v.target, None, DecodeConfig(greedy, gamma=0, max_steps=400)).generate(prompt).run()
+    for gamma in gammas:
+        spec = SpecDecoder(v.target, v.drafter(drafter), DecodeConfig(greedy, gamma=gamma, max_steps=400)).generate(prompt)
         assert torch.equal(spec.run(), plain)
-        if gamma == 2:
-            assert isinstance(drafter, ModelDrafter) and spec.stats.accepted > 0  # not vacuous: drafts were accepted
+        assert spec.stats.accepted > 0  # not vacuous: drafts were accepted

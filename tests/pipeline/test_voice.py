@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from voicespec.pipeline.voice import Voice
 
@@ -34,3 +35,22 @@ def test_voice_parts_must_agree_about_the_track(aligned_voice, tiny_voice):
     with pytest.raises(ValueError, match="takes no track"):
         Voice(tiny_voice.config, tiny_voice.codec, tiny_voice.target, {}, aligned_voice.duration)
 
+
+
+def test_a_voice_may_share_a_sibling_voices_codec(tiny_voice_dir, tmp_path, monkeypatch):
+    """voice.json's "codec" names the codec folder relative to the voice's, so a second voice can
+    speak through the first one's decoder (and a new decoder shipped there serves both)."""
+    from voicespec.serve.voices import describe_folder
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(tiny_voice_dir, first)
+    shutil.copytree(tiny_voice_dir, second, ignore=shutil.ignore_patterns("codec"))
+    cfg = json.loads((second / "voice.json").read_text())
+    (second / "voice.json").write_text(json.dumps({**cfg, "codec": "../first/codec"}))
+    a, b = Voice.load(first), Voice.load(second)
+    assert all(torch.equal(x, y) for x, y in zip(a.codec.model.state_dict().values(), b.codec.model.state_dict().values()))
+    monkeypatch.setenv("VOICESPEC_VOICES", str(tmp_path))
+    assert describe_folder("second")["sample_rate"] == a.codec.sample_rate
+    shutil.rmtree(first / "codec")
+    with pytest.raises(FileNotFoundError, match="first/codec"):
+        Voice.load(second)

@@ -24,7 +24,7 @@ from voicespec.pipeline.synthesis import Synthesizer
 from voicespec.train import lm as lm_recipe
 from voicespec.train.configs import LMTrainConfig
 from voicespec.train.lm import default_target_config, prepare, train_draft, train_target
-from voicespec.train.ship import ship_voice
+from voicespec.train.ship import judge_section, ship_voice
 from voicespec.pipeline.drafters import early_exit_names
 from voicespec.pipeline.voice import Voice
 
@@ -281,3 +281,19 @@ def test_the_fine_loss_of_a_grouped_step_leaves_out_a_short_last_steps_missing_s
     seq2.track[:1] = seq.track[:1]
     alone = ce_per_codebook(batch_outputs(lm, [seq2]), [seq2], lm)
     assert torch.allclose(per_slot[2:], alone[2:], atol=1e-6) and not torch.allclose(per_slot[1], alone[1])
+
+
+def test_the_cards_judge_table_names_every_judge_the_report_has():
+    """A report of today's `voicespec evaluate` (three judges, pooled seeds) fills a column per judge;
+    a row a judge did not score shows a dash, not a number."""
+    rows = {k: {"wer": 0.5, "cer": 0.25, "whisper_wer": 0.125, "dnsmos_ovrl": 2.75}
+            for k in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")}
+    del rows["greedy_plain"]["dnsmos_ovrl"]
+    report = {"judges": {"pocketsphinx": "PocketSphinx", "whisper": "Whisper tiny.en"}, "seeds": [0, 1, 2],
+              "heldout": {"utterances": 30, **rows}}
+    table = judge_section(report)
+    assert "PocketSphinx; Whisper tiny.en" in table and "seeds [0, 1, 2] pooled" in table
+    assert ("| held-out sentences (30): PocketSphinx WER / CER | held-out sentences (30): Whisper WER | "
+            "held-out sentences (30): DNSMOS OVRL |") in table
+    assert "| codec resynthesis | 0.500 / 0.250 | 0.125 | 2.750 |" in table
+    assert "| generated, greedy | 0.500 / 0.250 | 0.125 | – |" in table

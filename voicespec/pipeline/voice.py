@@ -2,7 +2,8 @@
 
 ```
 voice.json      name, tokenizer, text id offset, sampling defaults, sub-folders, provenance
-codec/          the codec (config.json + model.safetensors)
+codec/          the codec (config.json + model.safetensors); voice.json's "codec" may name another
+                folder, e.g. a sibling voice's ("../voicespec-tiny/codec"), so voices share one decoder
 target/         the codec LM
 duration/       the duration predictor, for a target conditioned on a frame-aligned text track
 drafters/NAME/  draft models shipped with the voice (optional)
@@ -58,7 +59,8 @@ class VoiceConfig:
     default_drafter: str = "ngram"
     max_frames_per_char: int = 25  # runaway guard: no sentence decodes longer than this
     min_max_frames: int = 100
-    duration: str | None = None  # sub-folder of the duration predictor (aligned targets)
+    duration: str | None = None  # folder of the duration predictor (aligned targets), relative to the voice's
+    codec: str = "codec"  # folder of the codec, relative to the voice's (a sibling's: voices that share a codec)
     speaking_rate: float = 1.0  # > 1 speaks faster (aligned targets)
     codec_chunk_frames: int = 1  # frames the codec decodes together when streaming (CodecStream.min_frames)
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
@@ -221,7 +223,7 @@ class Voice:
         target = load_step_lm(str(path / "target"), device=device, dtype=getattr(torch, check_dtype(dtype)))
         lexicons = [path / name for name in LEXICON_FILES if (path / name).is_file()]
         lexicon = read_lexicon(lexicons[0]) if lexicons else None
-        return cls(config, Codec.from_folder(path / "codec", device), target, draft_dirs, duration, lexicon)
+        return cls(config, Codec.from_folder(path / config.codec, device), target, draft_dirs, duration, lexicon)
 
     @staticmethod
     def write_config(path: str | Path, config: VoiceConfig) -> None:

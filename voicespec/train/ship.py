@@ -54,22 +54,29 @@ def _lm_card(model: CodecLM, title: str, summary: str, command: str) -> str:
 
 
 def judge_section(report: dict[str, Any]) -> str:
-    """The independent judge's table from a ``voicespec evaluate`` report, for the target's card."""
+    """The independent judges' table from a ``voicespec evaluate`` report, for the target's card:
+    PocketSphinx WER / CER, and Whisper WER and DNSMOS OVRL where the report has them."""
     names = {"teacher": "teacher (Piper)", "resynth": "codec resynthesis", "sampled_plain": "generated, sampling",
              "sampled_spec": "generated, sampling, speculative", "greedy_plain": "generated, greedy"}
     sets = [(k, t) for k, t in (("heldout", "held-out sentences"), ("unseen_words", "unseen-word sentences"))
             if k in report]
-    def cell(k: str, r: str) -> str:
+    extra = [(key, label) for key, label in (("whisper_wer", "Whisper WER"), ("dnsmos_ovrl", "DNSMOS OVRL"))
+             if any(key in report[k].get("teacher", {}) for k, _ in sets)]
+
+    def cells(k: str, r: str) -> list[str]:
         x = report[k][r]
         closed = f" (closed set: {x['closed_wer']:.3f})" if "closed_wer" in x else ""
-        return f"{x['wer']:.3f} / {x['cer']:.3f}{closed}"
+        return [f"{x['wer']:.3f} / {x['cer']:.3f}{closed}", *(f"{x[key]:.3f}" if key in x else "–" for key, _ in extra)]
 
-    head = "| audio | " + " | ".join(f"{t} ({report[k]['utterances']}): WER / CER" for k, t in sets) + " |"
-    rows = [f"| {names[r]} | " + " | ".join(cell(k, r) for k, _ in sets) + " |" for r in names]
-    return (f"\n## Intelligibility, judged by a recognizer we did not train\n\n{report.get('judge', 'PocketSphinx')}; "
-            f"sampling {json.dumps(report.get('sampling', {}))}, seed {report.get('seed')}; `voicespec evaluate` "
+    first = "PocketSphinx WER / CER" if extra else "WER / CER"
+    columns = [f"{t} ({report[k]['utterances']}): {c}" for k, t in sets for c in (first, *(l for _, l in extra))]
+    rows = [f"| {names[r]} | " + " | ".join(c for k, _ in sets for c in cells(k, r)) + " |" for r in names]
+    judges = "; ".join(report["judges"].values()) if "judges" in report else report.get("judge", "PocketSphinx")
+    seeds = f"seeds {report['seeds']} pooled" if "seeds" in report else f"seed {report.get('seed')}"
+    return (f"\n## Intelligibility and naturalness, judged by models we did not train\n\n{judges}; "
+            f"sampling {json.dumps(report.get('sampling', {}))}, {seeds}; `voicespec evaluate` "
             "(corpus-level rates; conventions in `voicespec/eval/judge.py`).\n\n"
-            + "\n".join([head, "| --- |" + " --- |" * len(sets), *rows]) + "\n")
+            + "\n".join(["| audio | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns), *rows]) + "\n")
 
 
 def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> None:
@@ -80,17 +87,18 @@ def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> N
                                                extra.get("heldout_metrics", {}), command))
 
 
-def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
-               sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any],
-               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1,
-               evaluation: dict[str, Any] | None = None) -> Path:
-    """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
-    ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
+def _phonemes(lm: CodecLM) -> bool:
+    """Whether the target reads phonemes (else characters), as its training recorded."""
+    return getattr(lm.config, INFO_KEY, {}).get("units", "").startswith("phonemes")
+
+
+def ship_target(target: Path, dest: Path, title: str, command: str, evaluation: dict[str, Any] | None = None) -> CodecLM:
+    """The exported target ``target`` saved as ``dest/target`` with its model card: its layout
+    described from its config, the judges' table from ``evaluation`` (a ``voicespec evaluate`` report)."""
     lm = CodecLM.from_folder(str(target))
     lm.save(dest / "target")
     c = lm.config
-    phonemes = getattr(c, INFO_KEY, {}).get("units", "").startswith("phonemes")
-    unit = "phoneme" if phonemes else "character"
+    unit = "phoneme" if _phonemes(lm) else "character"
     G = c.frames_per_step
     grouped = (f"in the grouped coarse-first layout, {G} frames a step: the backbone reads and predicts codebook 0 of "
                f"each step's first frame (one token per {20 * G} ms) and a fine stage (an MLP per slot, width {c.fine_width}) "
@@ -102,13 +110,23 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
               "verified frame from the backbone's hidden state, the frame's coarse code and the previous frame"
               ) if c.coarse_first else f"in the delay layout (delays {c.delays}: one step per 20 ms frame)"
     (dest / "target" / "MODEL_CARD.md").write_text(_lm_card(
-        lm, "voicespec-tiny target (codec LM)",
+        lm, title,
         f"A {lm.n_params() / 1e6:.1f} M-parameter Llama backbone ({c.num_hidden_layers} layers x {c.hidden_size}) "
         f"that speaks the codec's {c.n_codebooks} x {c.codebook_size} codes {layout}. Each step is conditioned on the "
         f"text ({unit}s) as a prefix and on a frame-aligned {unit} track ({c.track_positions} position buckets) from "
         "the duration predictor; the utterance ends exactly where the track does. `ce_wrong_text` is the held-out loss "
         "with another sentence's text: the gap to `ce` is what the text is worth to the model; `frame_nll` (nats per "
-        "frame, all codebooks) compares layouts.", commands["lm"]) + (judge_section(evaluation) if evaluation else ""))
+        "frame, all codebooks) compares layouts.", command) + (judge_section(evaluation) if evaluation else ""))
+    return lm
+
+
+def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
+               sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any],
+               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1,
+               evaluation: dict[str, Any] | None = None) -> Path:
+    """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
+    ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
+    phonemes = _phonemes(ship_target(target, dest, "voicespec-tiny target (codec LM)", commands["lm"], evaluation))
     dm = CodecLM.from_folder(str(draft))
     dm.save(dest / "drafters" / DRAFT_NAME)
     (dest / "drafters" / DRAFT_NAME / "MODEL_CARD.md").write_text(_lm_card(
