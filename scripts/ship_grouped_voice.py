@@ -13,12 +13,21 @@ one copy. Reproduces ``voicespec/voices/voicespec-tiny-g2`` from the runs of doc
 
 import argparse
 import json
-import os
 import shutil
 from pathlib import Path
 
 from voicespec.pipeline.voice import DEFAULT_VOICE, VOICE_FILE, Voice
 from voicespec.train.ship import ship_target
+
+
+def voice_config(voice: Path, name: str, shares: str, drafters: list[str]) -> dict:
+    """``voice``'s voice.json renamed, its codec and duration named in the sibling ``shares``."""
+    config = json.loads((voice / VOICE_FILE).read_text())
+    if config.get("default_drafter") not in ("none", "ngram", *drafters):
+        raise SystemExit(f"the default drafter {config['default_drafter']!r} is not among those shipped ({drafters})")
+    config.update(name=name, codec=f"../{shares}/codec", duration=f"../{shares}/duration")
+    config["info"] = {**config.get("info", {}), "codec": f"{shares}'s", "duration": f"{shares}'s"}
+    return config
 
 
 def main() -> None:
@@ -32,24 +41,18 @@ def main() -> None:
     ap.add_argument("--command", required=True, help="the command that trained the target, for the card")
     args = ap.parse_args()
 
-    sibling = args.dest.parent / args.shares
+    sibling, drafters = args.dest.parent / args.shares, args.drafters.split(",")
     if not (sibling / VOICE_FILE).is_file():
         raise SystemExit(f"{sibling}: no voice to share parts with beside {args.dest}")
+    if args.dest.resolve() == sibling.resolve():
+        raise SystemExit(f"{args.dest} is the voice it would share parts with")
+    config = voice_config(args.voice, args.name, args.shares, drafters)
+    evaluation = json.loads(args.evaluation.read_text()) if args.evaluation else None
     if args.dest.exists():
         shutil.rmtree(args.dest)
-    evaluation = json.loads(args.evaluation.read_text()) if args.evaluation else None
     ship_target(args.voice / "target", args.dest, f"{args.name} target (codec LM, grouped)", args.command, evaluation)
-    for extra in ("FINE_STAGE.json",):
-        if (args.voice / "target" / extra).is_file():
-            shutil.copy(args.voice / "target" / extra, args.dest / "target" / extra)
-    for name in args.drafters.split(","):
+    for name in drafters:
         shutil.copytree(args.voice / "drafters" / name, args.dest / "drafters" / name)
-    config = json.loads((args.voice / VOICE_FILE).read_text())
-    shared = os.path.relpath(sibling, args.dest)
-    config.update(name=args.name, codec=f"{shared}/codec", duration=f"{shared}/duration")
-    config["info"] = {**config.get("info", {}), "codec": f"{args.shares}'s", "duration": f"{args.shares}'s"}
-    if config.get("default_drafter") not in ("none", "ngram", *args.drafters.split(",")):
-        raise SystemExit(f"the default drafter {config['default_drafter']!r} is not shipped")
     (args.dest / VOICE_FILE).write_text(json.dumps(config, indent=2) + "\n")
     Voice.load(args.dest)  # the parts must fit together
     print(f"shipped {args.dest}: codec and duration from {args.shares}")

@@ -56,6 +56,8 @@ def test_the_wheel_ships_the_voice_and_the_player(installed, tmp_path):
     assert where[0] == __import__("voicespec").__version__
     assert all(Path(w).is_relative_to(installed) for w in where[1:]), where
     assert (Path(where[1]) / "voicespec-tiny" / "voice.json").is_file() and (Path(where[2]) / "index.html").is_file()
+    grouped = Path(where[1]) / "voicespec-tiny-g2"  # the second voice, the default one's codec its own
+    assert (grouped / "voice.json").is_file() and not (grouped / "codec").exists()
 
 
 def test_installed_say_speaks_with_the_default_voice(installed, tmp_path):

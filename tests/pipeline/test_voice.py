@@ -36,7 +36,6 @@ def test_voice_parts_must_agree_about_the_track(aligned_voice, tiny_voice):
         Voice(tiny_voice.config, tiny_voice.codec, tiny_voice.target, {}, aligned_voice.duration)
 
 
-
 def test_a_voice_may_share_a_sibling_voices_codec(tiny_voice_dir, tmp_path, monkeypatch):
     """voice.json's "codec" names the codec folder relative to the voice's, so a second voice can
     speak through the first one's decoder (and a new decoder shipped there serves both)."""
@@ -51,6 +50,9 @@ def test_a_voice_may_share_a_sibling_voices_codec(tiny_voice_dir, tmp_path, monk
     assert all(torch.equal(x, y) for x, y in zip(a.codec.model.state_dict().values(), b.codec.model.state_dict().values()))
     monkeypatch.setenv("VOICESPEC_VOICES", str(tmp_path))
     assert describe_folder("second")["sample_rate"] == a.codec.sample_rate
+    Voice.copy_folder(second, tmp_path / "elsewhere" / "copy")  # still names the first voice's codec
+    assert json.loads((tmp_path / "elsewhere" / "copy" / "voice.json").read_text())["codec"] == "../../first/codec"
+    assert Voice.load(tmp_path / "elsewhere" / "copy").codec.sample_rate == a.codec.sample_rate
     shutil.rmtree(first / "codec")
     with pytest.raises(FileNotFoundError, match="first/codec"):
         Voice.load(second)

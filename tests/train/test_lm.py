@@ -218,7 +218,7 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     ship_voice(folder, draft_folder, duration, tmp_path / "asr", dest, commands, {"temperature": 0.8}, {}, {},
                evaluation=report)
     target_card = (dest / "target" / "MODEL_CARD.md").read_text()
-    assert "coarse-first" in target_card and "unseen-word sentences (1): WER / CER" in target_card
+    assert "coarse-first" in target_card and "unseen-word sentences (1): PocketSphinx WER / CER" in target_card
     assert "| codec resynthesis | 0.500 / 0.250 | 0.500 / 0.250 |" in target_card
     assert "Piper's alignment" in (dest / "duration" / "MODEL_CARD.md").read_text()
     voice = Voice.load(dest)
@@ -284,16 +284,20 @@ def test_the_fine_loss_of_a_grouped_step_leaves_out_a_short_last_steps_missing_s
 
 
 def test_the_cards_judge_table_names_every_judge_the_report_has():
-    """A report of today's `voicespec evaluate` (three judges, pooled seeds) fills a column per judge;
-    a row a judge did not score shows a dash, not a number."""
+    """A report of today's `voicespec evaluate` (the judges it ran, pooled seeds) fills a column per
+    judge and set; a row a judge did not score shows a dash, not a number or a KeyError."""
     rows = {k: {"wer": 0.5, "cer": 0.25, "whisper_wer": 0.125, "dnsmos_ovrl": 2.75}
             for k in ("teacher", "resynth", "sampled_plain", "sampled_spec", "greedy_plain")}
     del rows["greedy_plain"]["dnsmos_ovrl"]
-    report = {"judges": {"pocketsphinx": "PocketSphinx", "whisper": "Whisper tiny.en"}, "seeds": [0, 1, 2],
-              "heldout": {"utterances": 30, **rows}}
+    report = {"judges": {"pocketsphinx": "PocketSphinx", "whisper": "Whisper tiny.en", "dnsmos": "DNSMOS"},
+              "seeds": [0, 1, 2], "heldout": {"utterances": 30, **rows}, "unseen_words": {"utterances": 25, **rows}}
     table = judge_section(report)
-    assert "PocketSphinx; Whisper tiny.en" in table and "seeds [0, 1, 2] pooled" in table
+    assert "PocketSphinx; Whisper tiny.en; DNSMOS" in table and "seeds [0, 1, 2] pooled" in table
     assert ("| held-out sentences (30): PocketSphinx WER / CER | held-out sentences (30): Whisper WER | "
-            "held-out sentences (30): DNSMOS OVRL |") in table
-    assert "| codec resynthesis | 0.500 / 0.250 | 0.125 | 2.750 |" in table
-    assert "| generated, greedy | 0.500 / 0.250 | 0.125 | – |" in table
+            "held-out sentences (30): DNSMOS OVRL | unseen-word sentences (25): PocketSphinx WER / CER |") in table
+    assert "| codec resynthesis | 0.500 / 0.250 | 0.125 | 2.750 | 0.500 / 0.250 | 0.125 | 2.750 |" in table
+    assert "| generated, greedy | 0.500 / 0.250 | 0.125 | – | 0.500 / 0.250 | 0.125 | – |" in table
+    # Judged without PocketSphinx (`--judges whisper,dnsmos`): its rows hold no `wer`.
+    bare = {k: {"whisper_wer": 0.125, "dnsmos_ovrl": 2.75} for k in rows}
+    table = judge_section({"judges": {"whisper": "W", "dnsmos": "D"}, "heldout": {"utterances": 3, **bare}})
+    assert "PocketSphinx" not in table and "| teacher (Piper) | 0.125 | 2.750 |" in table

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,19 @@ class Voice:
         lexicons = [path / name for name in LEXICON_FILES if (path / name).is_file()]
         lexicon = read_lexicon(lexicons[0]) if lexicons else None
         return cls(config, Codec.from_folder(path / config.codec, device), target, draft_dirs, duration, lexicon)
+
+    @staticmethod
+    def copy_folder(src: str | Path, dest: str | Path, ignore: Callable[[str, list[str]], Iterable[str]] | None = None) -> None:
+        """Copy voice folder ``src`` to ``dest`` (``ignore`` as :func:`shutil.copytree`'s); the parts it
+        names outside itself (a sibling voice's codec or duration predictor) are named again from
+        ``dest``, so the copy loads where it lands."""
+        src, dest = Path(src).resolve(), Path(dest)
+        shutil.copytree(src, dest, ignore=ignore)
+        config = VoiceConfig(**json.loads((src / VOICE_FILE).read_text()))
+        outside = {key: (src / part).resolve() for key in ("codec", "duration")
+                   if (part := getattr(config, key)) and not (src / part).resolve().is_relative_to(src)}
+        Voice.write_config(dest, replace(config, **{k: Path(os.path.relpath(p, dest.resolve())).as_posix()
+                                                     for k, p in outside.items()}))
 
     @staticmethod
     def write_config(path: str | Path, config: VoiceConfig) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from voicespec.pipeline.drafters import BUILTIN
-from voicespec.pipeline.voice import VOICE_FILE, Voice, resolve_voice
+from voicespec.pipeline.voice import VOICE_FILE, Voice, VoiceConfig, resolve_voice
 
 log = logging.getLogger("voicespec.server")
 
@@ -120,7 +120,7 @@ def describe_folder(name: str) -> dict[str, Any]:
     """A voice's description read from its folder without loading it."""
     folder: Path = resolve_voice(name)
     cfg = json.loads((folder / VOICE_FILE).read_text())
-    codec = json.loads((folder / cfg.get("codec", "codec") / "config.json").read_text())
+    codec = json.loads((folder / cfg.get("codec", VoiceConfig.codec) / "config.json").read_text())
     drafters = folder / "drafters"
     shipped = sorted(d.name for d in drafters.iterdir() if d.is_dir()) if drafters.is_dir() else []
     timed = bool(cfg.get("duration"))

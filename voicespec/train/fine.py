@@ -33,6 +33,7 @@ from voicespec.train.corpus import build_corpus
 from voicespec.train.speak import speak
 
 SAMPLES = "fine_samples.pt"
+FINE_STAGE_FILE = "FINE_STAGE.json"  # beside the target: the recipe of the stage swapped in
 
 
 def corpus_texts(n: int, seed: int) -> list[str]:
@@ -170,7 +171,7 @@ def write_voice(voice_dir: Path, dest: Path, stage: FineStage, info: dict[str, A
     """A copy of ``voice_dir`` at ``dest`` whose target's fine stage is ``stage`` (``fine_reads_prev: false``)."""
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(voice_dir, dest, ignore=shutil.ignore_patterns("target"))
+    Voice.copy_folder(voice_dir, dest, ignore=shutil.ignore_patterns("target"))
     model = CodecLM.from_folder(voice_dir / "target")
     model.config.fine_reads_prev = False
     model.config.fine_width = stage.inp.out_features
@@ -180,7 +181,7 @@ def write_voice(voice_dir: Path, dest: Path, stage: FineStage, info: dict[str, A
     card = voice_dir / "target" / "MODEL_CARD.md"
     if card.exists():
         shutil.copy(card, dest / "target" / "MODEL_CARD.md")
-    (dest / "target" / "FINE_STAGE.json").write_text(json.dumps(info, indent=2) + "\n")
+    (dest / "target" / FINE_STAGE_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return dest
 
 

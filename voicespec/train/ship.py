@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from voicespec.eval.recognizer import load_asr
 from voicespec.train.card import DATA_NOTE
 from voicespec.train.lm import INFO_KEY
 from voicespec.train.configs import DRAFT_NAME
+from voicespec.train.fine import FINE_STAGE_FILE
 
 
 
@@ -53,27 +55,34 @@ def _lm_card(model: CodecLM, title: str, summary: str, command: str) -> str:
     return card(title, summary, info, metrics, command)
 
 
+# A judge's figures on the card: the report's keys, and the column's title.
+JUDGE_COLUMNS = {"pocketsphinx": (("wer", "cer"), "PocketSphinx WER / CER"), "whisper": (("whisper_wer",), "Whisper WER"),
+                 "dnsmos": (("dnsmos_ovrl",), "DNSMOS OVRL")}
+
+
 def judge_section(report: dict[str, Any]) -> str:
-    """The independent judges' table from a ``voicespec evaluate`` report, for the target's card:
-    PocketSphinx WER / CER, and Whisper WER and DNSMOS OVRL where the report has them."""
+    """The independent judges' table from a ``voicespec evaluate`` report, for the target's card: a
+    column per judge the report names (an older report names none: PocketSphinx judged it), a dash
+    where a row has no figure."""
     names = {"teacher": "teacher (Piper)", "resynth": "codec resynthesis", "sampled_plain": "generated, sampling",
              "sampled_spec": "generated, sampling, speculative", "greedy_plain": "generated, greedy"}
     sets = [(k, t) for k, t in (("heldout", "held-out sentences"), ("unseen_words", "unseen-word sentences"))
             if k in report]
-    extra = [(key, label) for key, label in (("whisper_wer", "Whisper WER"), ("dnsmos_ovrl", "DNSMOS OVRL"))
-             if any(key in report[k].get("teacher", {}) for k, _ in sets)]
+    judges = [j for j in report.get("judges", {"pocketsphinx": report.get("judge")}) if j in JUDGE_COLUMNS]
 
-    def cells(k: str, r: str) -> list[str]:
-        x = report[k][r]
-        closed = f" (closed set: {x['closed_wer']:.3f})" if "closed_wer" in x else ""
-        return [f"{x['wer']:.3f} / {x['cer']:.3f}{closed}", *(f"{x[key]:.3f}" if key in x else "–" for key, _ in extra)]
+    def cell(x: dict[str, Any], judge: str) -> str:
+        keys = JUDGE_COLUMNS[judge][0]
+        if any(k not in x for k in keys):
+            return "–"
+        closed = f" (closed set: {x['closed_wer']:.3f})" if judge == "pocketsphinx" and "closed_wer" in x else ""
+        return " / ".join(f"{x[k]:.3f}" for k in keys) + closed
 
-    first = "PocketSphinx WER / CER" if extra else "WER / CER"
-    columns = [f"{t} ({report[k]['utterances']}): {c}" for k, t in sets for c in (first, *(l for _, l in extra))]
-    rows = [f"| {names[r]} | " + " | ".join(c for k, _ in sets for c in cells(k, r)) + " |" for r in names]
-    judges = "; ".join(report["judges"].values()) if "judges" in report else report.get("judge", "PocketSphinx")
+    columns = [f"{t} ({report[k]['utterances']}): {JUDGE_COLUMNS[j][1]}" for k, t in sets for j in judges]
+    rows = [f"| {names[r]} | " + " | ".join(cell(report[k].get(r, {}), j) for k, _ in sets for j in judges) + " |"
+            for r in names]
+    described = "; ".join(str(v) for v in report["judges"].values()) if "judges" in report else report.get("judge", "PocketSphinx")
     seeds = f"seeds {report['seeds']} pooled" if "seeds" in report else f"seed {report.get('seed')}"
-    return (f"\n## Intelligibility and naturalness, judged by models we did not train\n\n{judges}; "
+    return (f"\n## Intelligibility and naturalness, judged by models we did not train\n\n{described}; "
             f"sampling {json.dumps(report.get('sampling', {}))}, {seeds}; `voicespec evaluate` "
             "(corpus-level rates; conventions in `voicespec/eval/judge.py`).\n\n"
             + "\n".join(["| audio | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns), *rows]) + "\n")
@@ -97,6 +106,8 @@ def ship_target(target: Path, dest: Path, title: str, command: str, evaluation: 
     described from its config, the judges' table from ``evaluation`` (a ``voicespec evaluate`` report)."""
     lm = CodecLM.from_folder(str(target))
     lm.save(dest / "target")
+    if (target / FINE_STAGE_FILE).is_file():  # the recipe of a fine stage swapped in after training
+        shutil.copy(target / FINE_STAGE_FILE, dest / "target" / FINE_STAGE_FILE)
     c = lm.config
     unit = "phoneme" if _phonemes(lm) else "character"
     G = c.frames_per_step
