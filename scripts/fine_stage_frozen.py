@@ -60,10 +60,13 @@ class ResidualFineStage(nn.Module):
 
 
 @torch.no_grad()
-def states(run: Path, target: CodecLM, cache: Path) -> dict[str, dict[str, torch.Tensor]]:
+def states(run: Path, target: CodecLM, cache: Path) -> dict:
     """Per split: each step's state ``h [N, D]``, codes by slot ``[N, S]``, previous frame ``[N, K]``, real-slot mask."""
     if cache.is_file():
-        return torch.load(cache)
+        data = torch.load(cache)
+        if data.get("run") != str(run):
+            raise SystemExit(f"{cache} holds the states of {data.get('run')}, not {run}: use another --out")
+        return data
     c = target.config
     G, K, C = c.frames_per_step, c.n_codebooks, c.codebook_size
     examples = [lm.Example(**d) for d in torch.load(run / "prepared.pt", weights_only=False)["examples"]]
@@ -78,6 +81,7 @@ def states(run: Path, target: CodecLM, cache: Path) -> dict[str, dict[str, torch
                 parts["prev"].append(torch.cat([torch.full((1, K), C), slots[:-1, -K:]]))
                 parts["mask"].append(slot_mask(s.frames.shape[0], G, K))
         out[name] = {k: torch.cat(v) for k, v in parts.items()}
+    out["run"] = str(run)
     torch.save(out, cache)
     return out
 
@@ -93,9 +97,10 @@ def slot_ce(stage: nn.Module, d: dict[str, torch.Tensor]) -> torch.Tensor:
 def heldout(stage: nn.Module, d: dict[str, torch.Tensor], chunk: int = 4096) -> list[float]:
     was, n = stage.training, d["h"].shape[0]
     stage.eval()
-    total = sum(slot_ce(stage, {k: v[i: i + chunk] for k, v in d.items()}) * min(chunk, n - i) for i in range(0, n, chunk))
+    real = [d["mask"][i: i + chunk, 1:].sum(0) for i in range(0, n, chunk)]  # each chunk's real slots
+    total = sum(slot_ce(stage, {k: v[i: i + chunk] for k, v in d.items()}) * w for i, w in zip(range(0, n, chunk), real))
     stage.train(was)
-    return [round(x, 3) for x in (total / n).tolist()]
+    return [round(x, 3) for x in (total / sum(real)).tolist()]
 
 
 def main() -> None:
@@ -150,6 +155,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 log.write(json.dumps(row) + "\n")
                 log.flush()
+
 
 if __name__ == "__main__":
     main()

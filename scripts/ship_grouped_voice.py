@@ -12,21 +12,34 @@ one copy. Reproduces ``voicespec/voices/voicespec-tiny-g2`` from the runs of doc
 """
 
 import argparse
+import filecmp
 import json
 import shutil
 from pathlib import Path
 
+from voicespec.pipeline.drafters import BUILTIN, EARLY_EXIT
 from voicespec.pipeline.voice import DEFAULT_VOICE, VOICE_FILE, Voice
 from voicespec.train.ship import ship_target
 
 
-def voice_config(voice: Path, name: str, shares: str, drafters: list[str]) -> dict:
-    """``voice``'s voice.json renamed, its codec and duration named in the sibling ``shares``."""
-    config = json.loads((voice / VOICE_FILE).read_text())
-    if config.get("default_drafter") not in ("none", "ngram", *drafters):
-        raise SystemExit(f"the default drafter {config['default_drafter']!r} is not among those shipped ({drafters})")
-    config.update(name=name, codec=f"../{shares}/codec", duration=f"../{shares}/duration")
-    config["info"] = {**config.get("info", {}), "codec": f"{shares}'s", "duration": f"{shares}'s"}
+def voice_config(voice: Path, sibling: Path, name: str, drafters: list[str]) -> dict:
+    """``voice``'s voice.json renamed, its codec and duration the ``sibling``'s (which must be the
+    very parts ``voice`` was assembled with, and read the same units)."""
+    config, theirs = (json.loads((v / VOICE_FILE).read_text()) for v in (voice, sibling))
+    default = config.get("default_drafter", "ngram")
+    if default not in drafters and default not in BUILTIN and not default.startswith(EARLY_EXIT):
+        raise SystemExit(f"the default drafter {default!r} is not among those shipped ({drafters})")
+    if config["tokenizer"] != theirs["tokenizer"]:
+        raise SystemExit(f"{voice} and {sibling} read different units: their duration predictor is not shared")
+    parts = {key: theirs.get(key) or key for key in ("codec", "duration")}
+    for key, part in parts.items():
+        mine, shared = voice / (config.get(key) or key), sibling / part
+        names = [f.name for f in shared.iterdir() if f.is_file()]
+        if sorted(names) != sorted(f.name for f in mine.iterdir() if f.is_file()) or \
+                filecmp.cmpfiles(mine, shared, names, shallow=False)[0] != names:
+            raise SystemExit(f"{mine} is not {shared}: the voice would speak through other parts than it was made with")
+    config.update(name=name, **{key: f"../{sibling.name}/{part}" for key, part in parts.items()})
+    config["info"] = {**config.get("info", {}), "codec": f"{sibling.name}'s", "duration": f"{sibling.name}'s"}
     return config
 
 
@@ -44,9 +57,9 @@ def main() -> None:
     sibling, drafters = args.dest.parent / args.shares, args.drafters.split(",")
     if not (sibling / VOICE_FILE).is_file():
         raise SystemExit(f"{sibling}: no voice to share parts with beside {args.dest}")
-    if args.dest.resolve() == sibling.resolve():
-        raise SystemExit(f"{args.dest} is the voice it would share parts with")
-    config = voice_config(args.voice, args.name, args.shares, drafters)
+    if args.dest.resolve() == sibling.resolve() or args.voice.resolve().is_relative_to(args.dest.resolve()):
+        raise SystemExit(f"{args.dest} holds the voice it would share parts with, or the one it ships")
+    config = voice_config(args.voice, sibling, args.name, drafters)
     evaluation = json.loads(args.evaluation.read_text()) if args.evaluation else None
     if args.dest.exists():
         shutil.rmtree(args.dest)

@@ -64,6 +64,8 @@ def test_the_grouped_voice_shares_the_default_voices_codec_and_timing(voice, gro
     assert not (shipped / "codec").exists()  # one copy in the package
     assert grouped.config.tokenizer == voice.config.tokenizer  # the shared predictor reads the same units
     assert grouped.config.default_drafter == "feature" and grouped.drafter_names[-1:] == ["feature"]
+    card = (shipped / "target" / "MODEL_CARD.md").read_text()  # it says which stage the judges heard
+    assert "## Fine stage" in card and "held-out sentences (30): Whisper WER" in card
 
 
 def test_the_grouped_voice_speaks_its_durations_on_and_off_a_group_boundary(grouped):

@@ -53,6 +53,9 @@ def test_a_voice_may_share_a_sibling_voices_codec(tiny_voice_dir, tmp_path, monk
     Voice.copy_folder(second, tmp_path / "elsewhere" / "copy")  # still names the first voice's codec
     assert json.loads((tmp_path / "elsewhere" / "copy" / "voice.json").read_text())["codec"] == "../../first/codec"
     assert Voice.load(tmp_path / "elsewhere" / "copy").codec.sample_rate == a.codec.sample_rate
+    (tmp_path / "link").symlink_to(tmp_path)  # copied from a path through a symlink: still the first's codec
+    Voice.copy_folder(tmp_path / "link" / "second", tmp_path / "via-link")
+    assert Voice.load(tmp_path / "via-link").codec.sample_rate == a.codec.sample_rate
     shutil.rmtree(first / "codec")
     with pytest.raises(FileNotFoundError, match="first/codec"):
         Voice.load(second)

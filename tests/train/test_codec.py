@@ -199,3 +199,7 @@ def test_adversarial_decoder_training_keeps_every_code_and_resumes_both_players(
     with pytest.raises(ValueError, match="decoder-only"):
         train_codec(tmp_path / "data", tmp_path / "c", TINY_CODEC, dataclasses.replace(config, decoder_only=False),
                     init_from=first, **QUIET)
+    # A codec that encodes other codes cannot replace one: the voices' LMs speak the old codes.
+    Codec.random(a.config, seed=5).save(tmp_path / "other")
+    with pytest.raises(ValueError, match="encodes other codes"):
+        ship_codec(tmp_path / "other", tmp_path / "data", tmp_path / "ship2", tmp_path / "samples2", "...", previous=first)

@@ -231,12 +231,13 @@ class Voice:
         """Copy voice folder ``src`` to ``dest`` (``ignore`` as :func:`shutil.copytree`'s); the parts it
         names outside itself (a sibling voice's codec or duration predictor) are named again from
         ``dest``, so the copy loads where it lands."""
-        src, dest = Path(src).resolve(), Path(dest)
+        src, dest = Path(src).absolute(), Path(dest)
         shutil.copytree(src, dest, ignore=ignore)
         config = VoiceConfig(**json.loads((src / VOICE_FILE).read_text()))
-        outside = {key: (src / part).resolve() for key in ("codec", "duration")
-                   if (part := getattr(config, key)) and not (src / part).resolve().is_relative_to(src)}
-        Voice.write_config(dest, replace(config, **{k: Path(os.path.relpath(p, dest.resolve())).as_posix()
+        # Judged by the path as written (a symlinked folder inside is still inside).
+        outside = {key: os.path.normpath(src / part) for key in ("codec", "duration")
+                   if (part := getattr(config, key)) and (os.path.isabs(part) or Path(os.path.normpath(part)).parts[0] == "..")}
+        Voice.write_config(dest, replace(config, **{k: Path(os.path.relpath(p, dest.absolute())).as_posix()
                                                      for k, p in outside.items()}))
 
     @staticmethod

@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from voicespec.codec.model import Codec
 
 STOI_GOAL = 0.90
@@ -133,6 +135,10 @@ def ship_codec(exported: Path, data_dir: Path, dest: Path, samples_dir: Path, co
     codec = Codec.from_folder(exported)
     old = Codec.from_folder(previous) if previous is not None else None
     heldout = load_corpus(data_dir, codec.sample_rate, "heldout")[:clips]
+    if old is not None and heldout and not torch.equal(codec.encode(heldout[0]), old.encode(heldout[0])):
+        raise ValueError(f"{exported} encodes other codes than {previous}: every voice that speaks through it (the "
+                         "default voice, and voices that name its folder as their codec) would read garbage; only a "
+                         "decoder retrained on frozen codes (`voicespec train codec --decoder-only`) replaces a codec")
     losses = MelLoss(codec.sample_rate)
     extra = {**codec.config.extra, "heldout_metrics": evaluate(codec, heldout, losses), "measured_on": hardware(),
              "heldout_clips": len(heldout)}

@@ -96,6 +96,12 @@ def _ship_part(model, folder: Path, title: str, summary: str, command: str) -> N
                                                extra.get("heldout_metrics", {}), command))
 
 
+FINE_STAGE_NOTE = (f"\n## Fine stage\n\nThe held-out metrics above are the target's as trained. Its fine stage was then "
+                   f"replaced by one that reads no previous frame (`{FINE_STAGE_FILE}`: its recipe, and its held-out "
+                   "distance to the stage it replaced), so the fine slots of the shipped target score somewhat worse "
+                   "than listed; the judges below heard the shipped one.\n")
+
+
 def _phonemes(lm: CodecLM) -> bool:
     """Whether the target reads phonemes (else characters), as its training recorded."""
     return getattr(lm.config, INFO_KEY, {}).get("units", "").startswith("phonemes")
@@ -127,7 +133,8 @@ def ship_target(target: Path, dest: Path, title: str, command: str, evaluation: 
         f"text ({unit}s) as a prefix and on a frame-aligned {unit} track ({c.track_positions} position buckets) from "
         "the duration predictor; the utterance ends exactly where the track does. `ce_wrong_text` is the held-out loss "
         "with another sentence's text: the gap to `ce` is what the text is worth to the model; `frame_nll` (nats per "
-        "frame, all codebooks) compares layouts.", command) + (judge_section(evaluation) if evaluation else ""))
+        "frame, all codebooks) compares layouts.", command) + (FINE_STAGE_NOTE if (target / FINE_STAGE_FILE).is_file() else "")
+        + (judge_section(evaluation) if evaluation else ""))
     return lm
 
 
