@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from voicespec.pipeline.drafters import BUILTIN, EARLY_EXIT
-from voicespec.pipeline.voice import DEFAULT_VOICE, VOICE_FILE, Voice
+from voicespec.pipeline.voice import DEFAULT_VOICE, PART_FOLDERS, VOICE_FILE, Voice
 from voicespec.train.ship import ship_target
 
 
@@ -31,7 +31,7 @@ def voice_config(voice: Path, sibling: Path, name: str, drafters: list[str]) -> 
         raise SystemExit(f"the default drafter {default!r} is not among those shipped ({drafters})")
     if config["tokenizer"] != theirs["tokenizer"]:
         raise SystemExit(f"{voice} and {sibling} read different units: their duration predictor is not shared")
-    parts = {key: theirs.get(key) or key for key in ("codec", "duration")}
+    parts = {key: theirs.get(key) or key for key in PART_FOLDERS}
     for key, part in parts.items():
         mine, shared = voice / (config.get(key) or key), sibling / part
         names = [f.name for f in shared.iterdir() if f.is_file()]

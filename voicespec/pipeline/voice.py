@@ -67,6 +67,7 @@ class VoiceConfig:
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
 
 
+PART_FOLDERS = ("codec", "duration")  # VoiceConfig's keys that name a folder relative to the voice's
 DURATIONS_KEPT = 4096  # sentences whose durations a voice remembers
 
 
@@ -235,7 +236,7 @@ class Voice:
         shutil.copytree(src, dest, ignore=ignore)
         config = VoiceConfig(**json.loads((src / VOICE_FILE).read_text()))
         # Judged by the path as written (a symlinked folder inside is still inside).
-        outside = {key: os.path.normpath(src / part) for key in ("codec", "duration")
+        outside = {key: os.path.normpath(src / part) for key in PART_FOLDERS
                    if (part := getattr(config, key)) and (os.path.isabs(part) or Path(os.path.normpath(part)).parts[0] == "..")}
         Voice.write_config(dest, replace(config, **{k: Path(os.path.relpath(p, dest.absolute())).as_posix()
                                                      for k, p in outside.items()}))
