@@ -73,7 +73,9 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
         info = json.loads((folder / "config.json").read_text())["voicespec_info"]
         assert info["steps"] == 3 and len(info["heldout_acceptance"]["sampling"]) == depth
         ship_heads(folder, voice_dir / "drafters" / kind, f"voicespec train features --kind {kind}")
-        assert "## Held-out metrics" in (voice_dir / "drafters" / kind / "MODEL_CARD.md").read_text()
+        shipped_card = (voice_dir / "drafters" / kind / "MODEL_CARD.md").read_text()
+        assert "## Held-out metrics" in shipped_card
+        assert shipped_card.startswith(f"# tiny-coarse {kind} draft heads\n")  # the voice it ships in
 
     # More distillation from the shipped heads, in a fresh run folder: the first record is their own
     # held-out acceptance (the baseline), the export says where it started, and a misfit is refused.

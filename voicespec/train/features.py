@@ -23,6 +23,7 @@ writes ``OUT/KIND_run/checkpoint.pt``); exports an HF-style folder ``OUT/KIND_ru
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -32,7 +33,7 @@ import torch
 
 from voicespec.lm.codec_lm import END_ROW, CodecLM
 from voicespec.lm.draft_heads import DraftHeads, DraftHeadsConfig
-from voicespec.pipeline.voice import Voice
+from voicespec.pipeline.voice import VOICE_FILE, Voice
 from voicespec.train.common import TrainingRun, cosine_lr_factor, hardware, save_atomic
 from voicespec.train.configs import FEATURES_CORPUS_SEED, LMTrainConfig
 from voicespec.train.corpus import build_corpus
@@ -324,7 +325,8 @@ SUMMARIES = {
 
 
 def ship_heads(folder: Path, dest: Path, command: str) -> Path:
-    """Copy exported draft heads into a voice's ``drafters/`` folder (``dest``) with a model card."""
+    """Copy exported draft heads into a voice's ``drafters/`` folder (``dest``) with a model card
+    titled with that voice's name."""
     from voicespec.train.ship import card
 
     heads = DraftHeads.from_folder(str(folder))
@@ -336,7 +338,8 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
         " Distilled on the target's own samples at the voice's sampling settings, unrolled over its own predictions. "
         "`sampling` is the held-out per-position acceptance 1 - TV(p, q) (both warped as at run time) given every "
         "earlier draft accepted; `greedy` the argmax agreement.")
-    (dest / "MODEL_CARD.md").write_text(card(f"voicespec-tiny {c.kind} draft heads", summary, info, metrics, command))
+    voice = json.loads((dest.parent.parent / VOICE_FILE).read_text())["name"]
+    (dest / "MODEL_CARD.md").write_text(card(f"{voice} {c.kind} draft heads", summary, info, metrics, command))
     return dest
 
 

@@ -1,0 +1,96 @@
+"""Which sampling settings a voice should ship with (or which of two voices speaks better), by the
+judges nobody here trained.
+
+Each setting of each voice (``--voice``, repeatable: the same sentences and seeds for all) speaks
+the first ``--n`` held-out sentences of a teacher corpus with plain decoding, ``--seeds`` seeds
+each (sentence ``i`` with seed ``s + 100 i``, as ``voicespec evaluate`` does), and Whisper tiny.en
+and DNSMOS judge every clip. Reported per voice and setting: pooled Whisper WER and DNSMOS OVRL /
+SIG / P.808 with 95 % bootstrap intervals over sentences, and the paired difference to the first
+voice's first setting (same sentences, same seeds; the interval resamples sentences with all their
+seeds), which is what decides between arms: one run's WER moves by ±0.05 on its own. A setting is
+a JSON object of sampling fields over the voice's own (``{}`` is the voice as shipped;
+``{"temperature": 0}`` is greedy, one seed). Run it alone on the machine:
+``python scripts/sampling_sweep.py [--voice A --voice B] --data data/teacher2 --n 30 --seeds 3 '{}' '{"temperature": 0.5}' --out sweep.json``."""
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from voicespec.engine.config import DecodeConfig
+from voicespec.eval.bootstrap import ratio_interval
+from voicespec.eval.clips import heldout_clips
+from voicespec.eval.dnsmos import dnsmos
+from voicespec.eval.whisper import whisper_judge
+from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
+from voicespec.pipeline.voice import load_voice
+
+parser = argparse.ArgumentParser()
+parser.add_argument("settings", nargs="+", help="JSON objects of sampling fields (the first is the baseline)")
+parser.add_argument("--voice", action="append", help="voice name or folder (repeat to compare; default: the default voice)")
+parser.add_argument("--data", required=True, help="teacher corpus (its held-out split)")
+parser.add_argument("--n", type=int, default=30)
+parser.add_argument("--seeds", type=int, default=3)
+parser.add_argument("--threads", type=int, default=1)
+parser.add_argument("--out", default=None, help="JSON report")
+args = parser.parse_args()
+torch.set_num_threads(args.threads)
+
+clips = heldout_clips(Path(args.data), args.n)
+judge = whisper_judge()
+per: dict[str, list[dict]] = {}  # "voice setting" -> per clip: sentence, seed, word errors, words, DNSMOS
+for name in args.voice or [None]:
+    voice = load_voice(name)
+    synth = Synthesizer(voice)
+    for setting in args.settings:
+        sampling = replace(voice.sampling, **json.loads(setting))
+        seeds = range(1 if sampling.greedy else args.seeds)
+        arm = f"{name or voice.name} {setting}"
+        rows = per.setdefault(arm, [])
+        for i, (_, text, _, _) in enumerate(clips):
+            for s in seeds:
+                stream = synth.stream(text, SynthesisOptions(DecodeConfig(sampling, gamma=0, seed=s + 100 * i), drafter="none"))
+                pcm = torch.cat([c.pcm for c in stream])
+                rate = stream.stats.sample_rate
+                item = judge.judge([(text, pcm, rate)]).items[0]
+                rows.append({"sentence": i, "seed": s, "errors": item["word_errors"], "words": item["words"],
+                             "hyp": item["hyp"], **dnsmos(pcm, rate)})
+        print(f"{arm}: {len(rows)} clips", flush=True)
+
+
+def summary(rows: list[dict]) -> dict:
+    groups = [r["sentence"] for r in rows]
+    out = {"clips": len(rows)}
+    out["whisper_wer"] = ratio_interval([r["errors"] for r in rows], [r["words"] for r in rows], groups)
+    for key in ("ovrl", "sig", "p808"):
+        out[f"dnsmos_{key}"] = ratio_interval([r[key] for r in rows], [1.0] * len(rows), groups)
+    return out
+
+
+def paired(base: list[dict], rows: list[dict]) -> dict:
+    """The difference setting - baseline over the clips both made (a greedy setting: seed 0 only)."""
+    index = {(r["sentence"], r["seed"]): r for r in base}
+    pairs = [(index[(r["sentence"], r["seed"])], r) for r in rows if (r["sentence"], r["seed"]) in index]
+    groups = [b["sentence"] for b, _ in pairs]
+    out = {"whisper_wer": ratio_interval([r["errors"] - b["errors"] for b, r in pairs], [b["words"] for b, _ in pairs], groups)}
+    for key in ("ovrl", "sig", "p808"):
+        out[f"dnsmos_{key}"] = ratio_interval([r[key] - b[key] for b, r in pairs], [1.0] * len(pairs), groups)
+    return out
+
+
+report = {"voices": args.voice, "sentences": len(clips), "seeds": args.seeds, "settings": {}}
+base = next(iter(per.values()))
+for setting, rows in per.items():
+    entry = {"summary": summary(rows), "minus_first": paired(base, rows), "clips": rows}
+    report["settings"][setting] = entry
+    s, d = entry["summary"], entry["minus_first"]
+    print(f"{setting:48s} WER {s['whisper_wer'][0]:.3f} [{s['whisper_wer'][1]:.3f}, {s['whisper_wer'][2]:.3f}]"
+          f"  OVRL {s['dnsmos_ovrl'][0]:.2f} [{s['dnsmos_ovrl'][1]:.2f}, {s['dnsmos_ovrl'][2]:.2f}]"
+          f"  P808 {s['dnsmos_p808'][0]:.2f}  | minus first: WER {d['whisper_wer'][0]:+.3f} "
+          f"[{d['whisper_wer'][1]:+.3f}, {d['whisper_wer'][2]:+.3f}], OVRL {d['dnsmos_ovrl'][0]:+.3f} "
+          f"[{d['dnsmos_ovrl'][1]:+.3f}, {d['dnsmos_ovrl'][2]:+.3f}]")
+if args.out:
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
