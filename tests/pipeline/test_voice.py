@@ -4,6 +4,7 @@ agree about the frame-aligned track."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -47,7 +48,13 @@ def test_a_voice_may_share_a_sibling_voices_codec(tiny_voice_dir, tmp_path, monk
     cfg = json.loads((second / "voice.json").read_text())
     (second / "voice.json").write_text(json.dumps({**cfg, "codec": "../first/codec"}))
     a, b = Voice.load(first), Voice.load(second)
-    assert all(torch.equal(x, y) for x, y in zip(a.codec.model.state_dict().values(), b.codec.model.state_dict().values()))
+    assert b.codec is a.codec  # loaded once while either voice is loaded
+    assert Voice.load(first, device="cpu").codec is a.codec
+    weights = first / "codec" / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))  # changed on disk: loaded anew
+    renewed = Voice.load(second).codec
+    assert renewed is not a.codec
+    assert all(torch.equal(x, y) for x, y in zip(a.codec.model.state_dict().values(), renewed.model.state_dict().values()))
     monkeypatch.setenv("VOICESPEC_VOICES", str(tmp_path))
     assert describe_folder("second")["sample_rate"] == a.codec.sample_rate
     Voice.copy_folder(second, tmp_path / "elsewhere" / "copy")  # still names the first voice's codec

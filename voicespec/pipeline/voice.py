@@ -18,7 +18,9 @@ import json
 import os
 import shutil
 import sys
+import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -225,7 +227,7 @@ class Voice:
         target = load_step_lm(str(path / "target"), device=device, dtype=getattr(torch, check_dtype(dtype)))
         lexicons = [path / name for name in LEXICON_FILES if (path / name).is_file()]
         lexicon = read_lexicon(lexicons[0]) if lexicons else None
-        return cls(config, Codec.from_folder(path / config.codec, device), target, draft_dirs, duration, lexicon)
+        return cls(config, shared_codec(path / config.codec, device), target, draft_dirs, duration, lexicon)
 
     @staticmethod
     def copy_folder(src: str | Path, dest: str | Path, ignore: Callable[[str, list[str]], Iterable[str]] | None = None) -> None:
@@ -246,6 +248,25 @@ class Voice:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         (path / VOICE_FILE).write_text(json.dumps(config.__dict__, indent=2) + "\n")
+
+
+_codecs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_codecs_lock = threading.Lock()
+
+
+def shared_codec(folder: Path, device: str) -> Codec:
+    """The codec in ``folder`` on ``device``, loaded once for every voice that names it while any
+    of them is loaded (the shipped voices share one: a server holding both keeps one copy). A
+    codec is only read at run time; its files changed on disk load anew."""
+    folder = folder.resolve()
+    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in sorted(folder.iterdir()) if f.is_file()) \
+        if folder.is_dir() else ()
+    key = (str(folder), device, stamp)
+    with _codecs_lock:
+        codec = _codecs.get(key)
+        if codec is None:
+            codec = _codecs[key] = Codec.from_folder(folder, device)
+        return codec
 
 
 def resolve_voice(spec: str | Path | None, voices_dirs: Sequence[Path] | None = None) -> Path:
