@@ -41,14 +41,18 @@ torch.set_num_threads(args.threads)
 clips = heldout_clips(Path(args.data), args.n)
 judge = whisper_judge()
 per: dict[str, list[dict]] = {}  # "voice setting" -> per clip: sentence, seed, word errors, words, DNSMOS
+voices: list[str] = []  # as loaded
 for name in args.voice or [None]:
     voice = load_voice(name)
+    voices.append(name or voice.name)
     synth = Synthesizer(voice)
     for setting in args.settings:
         sampling = replace(voice.sampling, **json.loads(setting))
         seeds = range(1 if sampling.greedy else args.seeds)
-        arm = f"{name or voice.name} {setting}"
-        rows = per.setdefault(arm, [])
+        arm = f"{voices[-1]} {setting}"
+        if arm in per:
+            raise SystemExit(f"{arm}: given twice")
+        rows = per[arm] = []
         for i, (_, text, _, _) in enumerate(clips):
             for s in seeds:
                 stream = synth.stream(text, SynthesisOptions(DecodeConfig(sampling, gamma=0, seed=s + 100 * i), drafter="none"))
@@ -70,9 +74,19 @@ def summary(rows: list[dict]) -> dict:
 
 
 def paired(base: list[dict], rows: list[dict]) -> dict:
-    """The difference setting - baseline over the clips both made (a greedy setting: seed 0 only)."""
-    index = {(r["sentence"], r["seed"]): r for r in base}
-    pairs = [(index[(r["sentence"], r["seed"])], r) for r in rows if (r["sentence"], r["seed"]) in index]
+    """The difference arm - baseline, clip by clip on the same sentence and seed. A greedy arm (one
+    run a sentence: its audio does not depend on the seed) or baseline stands for every seed of the
+    other, so the difference is that of the pooled figures."""
+    def seeds_of(arm: list[dict]) -> int:
+        return len({r["seed"] for r in arm})
+
+    def keyed(arm: list[dict], other: list[dict]) -> dict[tuple[int, int], dict]:
+        if seeds_of(arm) == 1 < seeds_of(other):
+            return {(r["sentence"], o["seed"]): r for r in arm for o in other if o["sentence"] == r["sentence"]}
+        return {(r["sentence"], r["seed"]): r for r in arm}
+
+    by_base, by_arm = keyed(base, rows), keyed(rows, base)
+    pairs = [(by_base[k], by_arm[k]) for k in sorted(by_base.keys() & by_arm.keys())]
     groups = [b["sentence"] for b, _ in pairs]
     out = {"whisper_wer": ratio_interval([r["errors"] - b["errors"] for b, r in pairs], [b["words"] for b, _ in pairs], groups)}
     for key in ("ovrl", "sig", "p808"):
@@ -80,7 +94,7 @@ def paired(base: list[dict], rows: list[dict]) -> dict:
     return out
 
 
-report = {"voices": args.voice, "sentences": len(clips), "seeds": args.seeds, "settings": {}}
+report = {"voices": voices, "sentences": len(clips), "seeds": args.seeds, "settings": {}}
 base = next(iter(per.values()))
 for setting, rows in per.items():
     entry = {"summary": summary(rows), "minus_first": paired(base, rows), "clips": rows}

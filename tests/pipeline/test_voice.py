@@ -49,9 +49,10 @@ def test_a_voice_may_share_a_sibling_voices_codec(tiny_voice_dir, tmp_path, monk
     (second / "voice.json").write_text(json.dumps({**cfg, "codec": "../first/codec"}))
     a, b = Voice.load(first), Voice.load(second)
     assert b.codec is a.codec  # loaded once while either voice is loaded
-    assert Voice.load(first, device="cpu").codec is a.codec
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert Voice.load(first, device="auto").codec is a.codec  # "auto" is the CPU here: the same copy
     weights = first / "codec" / "model.safetensors"
-    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))  # changed on disk: loaded anew
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # changed on disk: loaded anew
     renewed = Voice.load(second).codec
     assert renewed is not a.codec
     assert all(torch.equal(x, y) for x, y in zip(a.codec.model.state_dict().values(), renewed.model.state_dict().values()))

@@ -76,6 +76,9 @@ def test_samples_heads_resume_ship_and_draft(tmp_path):
         shipped_card = (voice_dir / "drafters" / kind / "MODEL_CARD.md").read_text()
         assert "## Held-out metrics" in shipped_card
         assert shipped_card.startswith(f"# tiny-coarse {kind} draft heads\n")  # the voice it ships in
+        with pytest.raises(ValueError, match="drafters/KIND"):  # not into a voice: refused before anything is written
+            ship_heads(folder, tmp_path / "loose" / kind, "voicespec train features")
+        assert not (tmp_path / "loose").exists()
 
     # More distillation from the shipped heads, in a fresh run folder: the first record is their own
     # held-out acceptance (the baseline), the export says where it started, and a misfit is refused.

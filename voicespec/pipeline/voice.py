@@ -250,7 +250,7 @@ class Voice:
         (path / VOICE_FILE).write_text(json.dumps(config.__dict__, indent=2) + "\n")
 
 
-_codecs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_codecs: weakref.WeakValueDictionary[tuple, Codec] = weakref.WeakValueDictionary()
 _codecs_lock = threading.Lock()
 
 
@@ -258,10 +258,9 @@ def shared_codec(folder: Path, device: str) -> Codec:
     """The codec in ``folder`` on ``device``, loaded once for every voice that names it while any
     of them is loaded (the shipped voices share one: a server holding both keeps one copy). A
     codec is only read at run time; its files changed on disk load anew."""
-    folder = folder.resolve()
-    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in sorted(folder.iterdir()) if f.is_file()) \
-        if folder.is_dir() else ()
-    key = (str(folder), device, stamp)
+    folder, device = folder.resolve(), resolve_device(device)
+    stats = [(f.name, f.stat()) for f in sorted(folder.iterdir()) if f.is_file()] if folder.is_dir() else []
+    key = (str(folder), str(torch.device(device)), tuple((n, st.st_ino, st.st_mtime_ns, st.st_size) for n, st in stats))
     with _codecs_lock:
         codec = _codecs.get(key)
         if codec is None:

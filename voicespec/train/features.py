@@ -329,6 +329,10 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
     titled with that voice's name."""
     from voicespec.train.ship import card
 
+    voice_file = dest.parent.parent / VOICE_FILE
+    if dest.parent.name != "drafters" or not voice_file.is_file():
+        raise ValueError(f"{dest}: draft heads ship into a voice folder's drafters/KIND (no {voice_file})")
+    voice = json.loads(voice_file.read_text())["name"]
     heads = DraftHeads.from_folder(str(folder))
     heads.save(dest)
     info = dict(getattr(heads.config, "voicespec_info", {}))
@@ -338,7 +342,6 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
         " Distilled on the target's own samples at the voice's sampling settings, unrolled over its own predictions. "
         "`sampling` is the held-out per-position acceptance 1 - TV(p, q) (both warped as at run time) given every "
         "earlier draft accepted; `greedy` the argmax agreement.")
-    voice = json.loads((dest.parent.parent / VOICE_FILE).read_text())["name"]
     (dest / "MODEL_CARD.md").write_text(card(f"{voice} {c.kind} draft heads", summary, info, metrics, command))
     return dest
 
