@@ -8,8 +8,7 @@ decoder shipped there (``voicespec train ship-codec``) serves both voices, and t
 one copy. Reproduces ``voicespec/voices/voicespec-tiny-g2`` from the runs of docs/voice.md:
 
     python scripts/ship_grouped_voice.py --voice runs/fine-g2/voice --evaluation runs/eval-g2b.json \\
-        --command "voicespec train lm ... (the target's recipe)" --dest voicespec/voices/voicespec-tiny-g2 \\
-        --sampling '{"temperature": 0}' --sampling-why "greedy (stop 54): ... (docs/voice.md)"
+        --command "voicespec train lm ... (the target's recipe)" --dest voicespec/voices/voicespec-tiny-g2
 """
 
 import argparse
@@ -53,11 +52,7 @@ def main() -> None:
     ap.add_argument("--drafters", default="feature", help="comma-separated drafters to ship (the rest stay behind)")
     ap.add_argument("--evaluation", type=Path, help="a `voicespec evaluate` report of this voice, for the card")
     ap.add_argument("--command", required=True, help="the command that trained the target, for the card")
-    ap.add_argument("--sampling", type=json.loads, help="the voice's sampling defaults, a JSON object (default: --voice's)")
-    ap.add_argument("--sampling-why", help="why those defaults (voice.json's info), required with --sampling")
     args = ap.parse_args()
-    if (args.sampling is None) != (args.sampling_why is None):
-        raise SystemExit("--sampling and --sampling-why go together")
 
     sibling, drafters = args.dest.parent / args.shares, args.drafters.split(",")
     if not (sibling / VOICE_FILE).is_file():
@@ -65,8 +60,6 @@ def main() -> None:
     if args.dest.resolve() == sibling.resolve() or args.voice.resolve().is_relative_to(args.dest.resolve()):
         raise SystemExit(f"{args.dest} holds the voice it would share parts with, or the one it ships")
     config = voice_config(args.voice, sibling, args.name, drafters)
-    if args.sampling is not None:
-        config["sampling"], config["info"]["sampling"] = args.sampling, args.sampling_why
     evaluation = json.loads(args.evaluation.read_text()) if args.evaluation else None
     if args.dest.exists():
         shutil.rmtree(args.dest)

@@ -64,7 +64,6 @@ def test_the_grouped_voice_shares_the_default_voices_codec_and_timing(voice, gro
     assert not (shipped / "codec").exists()  # one copy in the package
     assert grouped.config.tokenizer == voice.config.tokenizer  # the shared predictor reads the same units
     assert grouped.config.default_drafter == "feature" and grouped.drafter_names[-1:] == ["feature"]
-    assert grouped.sampling.greedy and "greedy" in grouped.config.info["sampling"]  # chosen by the judges, and said why
     card = (shipped / "target" / "MODEL_CARD.md").read_text()  # it says which stage the judges heard
     assert "## Fine stage" in card and "held-out sentences (30): Whisper WER" in card
 
