@@ -51,7 +51,8 @@ def timed(owner, name: str, label: str) -> None:
 
 PARTS = ((step_lm, "forward_batch", "target forward"), (LlamaStack, "_span", "  its layers"),
          (CodecLMSession, "embed_batch", "  its embeddings"), (HeadsSession, "propose_tree", "draft tree"),
-         (policy.TokenPolicy, "warp_tree", "tree warp"), (decoder, "verify_tree_greedy", "tree verdict"), (decoder, "verify_tree_sampling", "tree verdict"),
+         (policy.TokenPolicy, "warp_tree", "tree warp"), (decoder, "verify_tree_greedy", "tree verdict"),
+         (decoder, "verify_tree_sampling", "tree verdict"),
          (step_lm.LMSession, "keep_path", "tree cache move"), (FineWork, "run", "fine stage"))
 for owner, name, label in PARTS:
     timed(owner, name, label)
@@ -66,8 +67,9 @@ totals = {name: [0, 0, 0.0] for name in methods}  # passes, steps, seconds
 for i, prompt in enumerate([prompts[0], *prompts]):  # the first one twice: a warm-up
     for method, shape in methods.items():
         seconds.setdefault(method, {})
-        generation = spec.generate(prompt, DecodeConfig(voice.sampling if args.sampling else SamplingConfig(temperature=0), gamma=0 if shape is None else 4,
-                                                        tree=shape, seed=i, max_steps=2000))
+        sampling = voice.sampling if args.sampling else SamplingConfig(temperature=0)
+        generation = spec.generate(prompt, DecodeConfig(sampling, gamma=0 if shape is None else 4, tree=shape, seed=i,
+                                                        max_steps=2000))
         t0 = time.perf_counter()
         generation.run()
         if i == 0:

@@ -214,13 +214,7 @@ class Voice:
         and its codec on ``device`` (``auto``: the GPU if there is one)."""
         path = Path(path)
         device = resolve_device(device)
-        cfg_file = path / VOICE_FILE
-        if not cfg_file.is_file():
-            raise FileNotFoundError(f"{path}: not a voice folder (no {VOICE_FILE})")
-        try:
-            config = VoiceConfig(**json.loads(cfg_file.read_text()))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise ValueError(f"{cfg_file}: invalid voice config ({e})") from None
+        config = Voice.read_config(path)
         drafters_dir = path / "drafters"
         draft_dirs = {d.name: d for d in sorted(drafters_dir.iterdir()) if d.is_dir()} if drafters_dir.is_dir() else {}
         duration = load_duration(path / config.duration) if config.duration else None
@@ -230,13 +224,25 @@ class Voice:
         return cls(config, shared_codec(path / config.codec, device), target, draft_dirs, duration, lexicon)
 
     @staticmethod
+    def read_config(path: str | Path) -> VoiceConfig:
+        """The ``voice.json`` of voice folder ``path``: FileNotFoundError if it has none, ValueError
+        if it is not a voice config."""
+        cfg_file = Path(path) / VOICE_FILE
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{path}: not a voice folder (no {VOICE_FILE})")
+        try:
+            return VoiceConfig(**json.loads(cfg_file.read_text()))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"{cfg_file}: invalid voice config ({e})") from None
+
+    @staticmethod
     def copy_folder(src: str | Path, dest: str | Path, ignore: Callable[[str, list[str]], Iterable[str]] | None = None) -> None:
         """Copy voice folder ``src`` to ``dest`` (``ignore`` as :func:`shutil.copytree`'s); the parts it
         names outside itself (a sibling voice's codec or duration predictor) are named again from
         ``dest``, so the copy loads where it lands."""
         src, dest = Path(src).absolute(), Path(dest)
+        config = Voice.read_config(src)
         shutil.copytree(src, dest, ignore=ignore)
-        config = VoiceConfig(**json.loads((src / VOICE_FILE).read_text()))
         # Judged by the path as written (a symlinked folder inside is still inside).
         outside = {key: os.path.normpath(src / part) for key in PART_FOLDERS
                    if (part := getattr(config, key)) and (os.path.isabs(part) or Path(os.path.normpath(part)).parts[0] == "..")}

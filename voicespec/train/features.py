@@ -23,7 +23,6 @@ writes ``OUT/KIND_run/checkpoint.pt``); exports an HF-style folder ``OUT/KIND_ru
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -329,10 +328,9 @@ def ship_heads(folder: Path, dest: Path, command: str) -> Path:
     titled with that voice's name."""
     from voicespec.train.ship import card
 
-    voice_file = dest.parent.parent / VOICE_FILE
-    if dest.parent.name != "drafters" or not voice_file.is_file():
-        raise ValueError(f"{dest}: draft heads ship into a voice folder's drafters/KIND (no {voice_file})")
-    voice = json.loads(voice_file.read_text())["name"]
+    if dest.parent.name != "drafters" or not (dest.parent.parent / VOICE_FILE).is_file():
+        raise ValueError(f"{dest}: draft heads ship into a voice folder's drafters/KIND")
+    voice = Voice.read_config(dest.parent.parent).name
     heads = DraftHeads.from_folder(str(folder))
     heads.save(dest)
     info = dict(getattr(heads.config, "voicespec_info", {}))
