@@ -17,6 +17,7 @@ from voicespec.codec.config import CodecConfig
 
 from voicespec.codec.model import Codec
 from voicespec.codec.istft import IstftDecoder, IstftStream, overlap_add
+from voicespec.frame_blocks import FrameBlocks
 
 ATOL = 2e-6
 IRREGULAR = [3, 1, 7, 0, 2, 1, 1, 5, 0, 0, 4, 13, 2, 9]  # as in test_seanet.py
@@ -115,24 +116,45 @@ def test_configs_without_a_decoder_field_are_seanet():
 
 
 @pytest.mark.parametrize("decoder", ["istft", "seanet"])
-def test_min_frames_queues_frames_and_changes_no_sample(decoder, random_codes, stream):
+def test_blocks_queue_frames_and_change_no_sample(decoder, random_codes, stream):
     codec = Codec.random(dataclasses.replace(ISTFT, decoder=decoder))
     codes = random_codes(codec, 23)
     full = codec.decode(codes)
-    dec = codec.streaming_decoder(min_frames=3)
+    dec = codec.streaming_decoder(3)
     assert dec.push(codes[:, :1]).numel() == 0 and dec.push(codes[:, 1:2]).numel() == 0  # queued
     assert dec.push(codes[:, 2:3]).numel() > 0  # three frames decoded together
     rest = stream(dec, codes[:, 3:], [1, 2, 1, 4])
     dec.reset()
     out = torch.cat(stream(dec, codes, [1, 2, 1, 4]))
     assert out.shape == full.shape and (out - full).abs().max() < ATOL
-    with pytest.raises(ValueError, match="min_frames"):
-        codec.streaming_decoder(min_frames=0)
+    with pytest.raises(ValueError, match="first size"):
+        codec.streaming_decoder(0)
     assert rest[-1].numel() > 0  # flush decodes what is still queued
 
 
-@pytest.mark.parametrize("min_frames", [1, 2, 4])
-def test_streams_decoded_together_give_each_its_own_audio_bit_for_bit(min_frames, random_codes):
+@pytest.mark.parametrize("decoder", ["istft", "seanet"])
+def test_growing_blocks_decode_at_their_ends_the_same_audio_however_frames_arrive(decoder, random_codes):
+    """Blocks of 2, 4, 8, 8: audio comes out when frames 2, 6, 14 and 22 arrive, equal to the full
+    decode, and bit for bit the same whether the frames came one by one or in uneven chunks."""
+    codec = Codec.random(dataclasses.replace(ISTFT, decoder=decoder))
+    codes = random_codes(codec, 25)
+    full = codec.decode(codes)
+    dec = codec.streaming_decoder(FrameBlocks(2, 8))
+    one_by_one = [dec.push(codes[:, t: t + 1]) for t in range(25)]
+    assert [t + 1 for t, pcm in enumerate(one_by_one) if pcm.numel()] == [2, 6, 14, 22]
+    one_by_one.append(dec.flush())
+    out = torch.cat(one_by_one)
+    assert out.shape == full.shape and (out - full).abs().max() < ATOL
+    dec.reset()
+    uneven, t = [], 0
+    for n in (3, 5, 1, 9, 7):
+        uneven.append(dec.push(codes[:, t: t + n]))
+        t += n
+    assert torch.equal(torch.cat(uneven + [dec.flush()]), out)
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 4, FrameBlocks(2, 8)])
+def test_streams_decoded_together_give_each_its_own_audio_bit_for_bit(blocks, random_codes):
     """The server decodes every session's new frames in one batched call (``push_many``): each
     stream's PCM is exactly what it decodes alone, whoever shares the call (batch sizes 1-5, and
     fresh streams beside warm ones). Its linears run one GEMM per batch row (``rowwise_linear``):
@@ -141,9 +163,9 @@ def test_streams_decoded_together_give_each_its_own_audio_bit_for_bit(min_frames
     codes = [random_codes(codec, 24) for _ in range(5)]
     alone = []
     for c in codes:
-        dec = codec.streaming_decoder(min_frames)
+        dec = codec.streaming_decoder(blocks)
         alone.append(torch.cat([dec.push(c[:, t: t + 2]) for t in range(0, 24, 2)] + [dec.flush()]))
-    streams = [codec.streaming_decoder(min_frames) for _ in codes]
+    streams = [codec.streaming_decoder(blocks) for _ in codes]
     got: list[list[torch.Tensor]] = [[] for _ in codes]
     for t in range(0, 24, 2):
         live = [i for i in range(5) if t >= 2 * i]  # stream i joins at frame 2i: batches of 1 to 5

@@ -24,6 +24,7 @@ from voicespec.engine.step_lm import Pass
 from voicespec.engine.policy import TokenPolicy
 from voicespec.engine.sampling import top_k_filter, top_p_filter
 from voicespec.engine.work import drive_batch
+from voicespec.frame_blocks import FrameBlocks
 from voicespec.pipeline.tiny import codec_draft, tiny_codec_lm, tiny_draft_heads
 
 GREEDY = SamplingConfig(temperature=0)
@@ -387,3 +388,32 @@ def test_the_auto_drafter_changes_no_token_whoever_drafts():
     gen = SpecDecoder(target, choice, config).generate(prompt)
     assert torch.equal(gen.run(), plain_frames) and torch.equal(gen.generated, plain.generated)
     assert set(gen.draft_session.chosen) == {"wrong", "oracle", "ngram"}
+
+
+
+@GROUPINGS
+def test_fine_stage_in_blocks_gives_the_same_frames_at_block_ends(reads_prev, group):
+    """With ``fine_blocks`` the fine stage completes the verified steps only once their frames
+    reach the next block end (2, 6, 14, 22, ... frames) or the utterance ends, in one call: the
+    same frames as after every pass, greedy and seeded sampling, plain and speculative, alone and
+    batched."""
+    target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=30, coarse_first=True, fine_reads_prev=reads_prev,
+                           frames_per_step=group)
+    prompts = [target.layout.prompt(ids) for ids in ([1, 2, 3, 4], [2, 1])]
+    blocks = FrameBlocks(2, 8)
+    for sampling in (GREEDY, SamplingConfig(temperature=1.0, top_k=4)):
+        for gamma in (0, 3):
+            config = DecodeConfig(sampling, gamma=gamma, max_steps=25, seed=4)
+            every_pass = SpecDecoder(target, ModelDrafter(codec_draft(target)), config).generate(prompts[0]).run()
+            in_blocks = SpecDecoder(target, ModelDrafter(codec_draft(target)), config, fine_blocks=blocks)
+            gen, chunks, released, calls = in_blocks.generate(prompts[0]), [], 0, 0
+            while not gen.done:
+                chunks.append(gen.step().frames)
+                verified = group * (gen.stats.generated_steps - (gen.stats.finish_reason == "eos"))  # their frames (EOS has none)
+                due = blocks.next_end(released)
+                assert chunks[-1].shape[1] == (verified - released if verified >= due or gen.done else 0), (sampling, gamma)
+                released, calls = released + chunks[-1].shape[1], calls + bool(chunks[-1].shape[1])
+            assert torch.equal(torch.cat(chunks, 1), every_pass) and every_pass.shape[1] > 14, (sampling, gamma)
+            assert gamma or calls < gen.stats.target_passes / 2  # plain: a call per block, not per step
+            batch = in_blocks.run_batch(prompts, [config] * 2)
+            assert torch.equal(batch[0], every_pass), (sampling, gamma)

@@ -219,9 +219,9 @@ def test_sampled_fine_codes_do_not_depend_on_how_frames_are_grouped(reads_prev, 
         session.prev = torch.full((4,), 8)
         gen, out, first = torch.Generator().manual_seed(seed), [], 0
         for n in groups:
-            works = [session.fine_work(coarse[first:first + n], first, sampling, gen)]
+            works = [session.fine_work(coarse[first:first + n], session.hidden[first:first + n], sampling, gen)]
             if batched:
-                works.append(other.fine_work(coarse[:3], 0, sampling, torch.Generator().manual_seed(9)))
+                works.append(other.fine_work(coarse[:3], other.hidden[:3], sampling, torch.Generator().manual_seed(9)))
             out.append(type(works[0]).run(works)[0])
             first += n
         return torch.cat(out, 1)

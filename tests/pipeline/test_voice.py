@@ -3,6 +3,7 @@ agree about the frame-aligned track."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -28,6 +29,13 @@ def test_voice_folder_checks(tiny_voice_dir, tmp_path):
     with pytest.raises(ValueError, match="corrupt"):
         Voice.load(bad)
     assert codec_cfg["n_codebooks"] == 4
+
+
+@pytest.mark.parametrize("first,most", [(0, None), (2, 1), (2.5, None), (True, 4), (2, "8")])
+def test_codec_blocks_are_checked_when_the_voice_loads(tiny_voice, first, most):
+    config = dataclasses.replace(tiny_voice.config, codec_chunk_frames=first, codec_chunk_max_frames=most)
+    with pytest.raises(ValueError, match="codec_chunk_frames / codec_chunk_max_frames"):
+        Voice(config, tiny_voice.codec, tiny_voice.target, {})
 
 
 def test_voice_parts_must_agree_about_the_track(aligned_voice, tiny_voice):

@@ -66,19 +66,20 @@ class Bench:
         return cases
 
     def _engine_methods(self) -> list[EngineMethod]:
-        target = self.voice.target
-        methods = [EngineMethod(BASELINE, target, None, 0, peer=counterpart("none", None, self.peers))]
+        target, blocks = self.voice.target, self.voice.frame_blocks  # the fine stage in the voice's blocks, as synthesis runs it
+        methods = [EngineMethod(BASELINE, target, None, 0, peer=counterpart("none", None, self.peers), fine_blocks=blocks)]
         for name, drafter in self.drafters.items():
             peer = counterpart(name, drafter, self.peers)
             for gamma in (*self.config.gammas, "auto"):
-                methods.append(EngineMethod(f"{name} γ={gamma}", target, drafter, gamma, name, peer))
+                methods.append(EngineMethod(f"{name} γ={gamma}", target, drafter, gamma, name, peer, fine_blocks=blocks))
             if getattr(drafter, "drafts_trees", False):
                 for tree in self.config.trees:
                     label = tree if isinstance(tree, DynamicTree) else tree_text(tree)
-                    methods.append(EngineMethod(f"{name} tree={label}", target, drafter, "auto", name, None, tree=tree))
+                    methods.append(EngineMethod(f"{name} tree={label}", target, drafter, "auto", name, None, tree=tree,
+                                                fine_blocks=blocks))
             if k := self.config.lossy_top_k:
                 methods.append(EngineMethod(f"{name} γ=auto LOSSY top-{k}", target, drafter, "auto", name, None,
-                                            lossy_top_k=k))
+                                            lossy_top_k=k, fine_blocks=blocks))
         return methods
 
     def _decode(self, engine: list[EngineMethod]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from voicespec.engine.drafters import Drafter
 from voicespec.engine.layout import Prompt
 from voicespec.engine.step_lm import StepLM
 from voicespec.engine.stats import DecodeStats
+from voicespec.frame_blocks import FrameBlocks
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,10 @@ class EngineMethod:
     kind: str = "engine"
     lossy_top_k: int = 0  # > 0: LOSSY top-k acceptance (never in the exact methods)
     tree: TreeSpec | None = None  # a draft tree every step (static, or dynamic: greedy only)
+    fine_blocks: FrameBlocks | None = None  # when a fine stage completes frames (SpecDecoder)
 
     def __post_init__(self) -> None:
-        self.decoder = SpecDecoder(self.target, self.drafter)
+        self.decoder = SpecDecoder(self.target, self.drafter, fine_blocks=self.fine_blocks)
 
     @property
     def greedy_only(self) -> bool:

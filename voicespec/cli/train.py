@@ -177,7 +177,10 @@ def add_ship_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ngram", default="{}", help="JSON NGramDrafter settings")
     p.add_argument("--info", default="{}", help="JSON provenance/metrics for voice.json")
     p.add_argument("--codec-chunk-frames", type=int, default=1,
-                   help="frames the codec decodes together when streaming (see `voicespec bench`)")
+                   help="frames the codec decodes together when streaming: its first block (see `voicespec bench`)")
+    p.add_argument("--codec-chunk-max-frames", type=int, default=None,
+                   help="later blocks double up to this many frames; the fine stage completes frames at the same "
+                        "block ends (default: every block --codec-chunk-frames)")
     p.add_argument("--evaluation", help="a `voicespec evaluate` report: its judge table goes into the target's card")
     p.add_argument("--default-drafter", default=DRAFT_NAME,
                    help=f"the voice's default drafter: none, ngram or {DRAFT_NAME} (pick what `voicespec bench` measures fastest)")

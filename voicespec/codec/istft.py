@@ -28,6 +28,7 @@ from torch.nn import functional as F
 from voicespec.codec.stream import CodecStream, padded_conv1d, rowwise_linear
 
 if TYPE_CHECKING:
+    from voicespec.frame_blocks import FrameBlocks
     from voicespec.codec.model import Codec
 
 KERNEL = 7
@@ -124,8 +125,8 @@ class IstftStream(CodecStream):
     ``overlap - 1`` unfinished hops. Its warm-up is ``overlap`` frames, so the first chunk holds
     the ``overlap - 1`` hops that lie before time 0 and drops them, as the full decode does."""
 
-    def __init__(self, codec: Codec, min_frames: int = 1) -> None:
-        super().__init__(codec, min_frames)
+    def __init__(self, codec: Codec, blocks: FrameBlocks | int = 1) -> None:
+        super().__init__(codec, blocks)
         self.decoder: IstftDecoder = codec.model.decoder
         self.warmup_frames = self.decoder.overlap
         self.reset()

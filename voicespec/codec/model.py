@@ -21,6 +21,7 @@ from voicespec.weights import SkippedRandomInit, load_weights, save_folder
 from voicespec.codec.istft import IstftDecoder, IstftStream
 from voicespec.codec.seanet import StreamingDecoder
 from voicespec.codec.stream import CodecStream
+from voicespec.frame_blocks import FrameBlocks
 
 
 def build_encodec(config: CodecConfig) -> EncodecModel:
@@ -110,9 +111,9 @@ class Codec:
             raise ValueError(f"codes must lie in [0, {self.codebook_size})")
         return codes
 
-    def streaming_decoder(self, min_frames: int = 1) -> CodecStream:
+    def streaming_decoder(self, blocks: FrameBlocks | int = 1) -> CodecStream:
         """A stateful chunk-by-chunk decoder whose output equals one full ``decode``; it decodes
-        at least ``min_frames`` frames per call (``CodecStream``)."""
+        frames in ``blocks`` (``CodecStream``; an int: blocks of that many)."""
         if self.config.decoder == "istft":
-            return IstftStream(self, min_frames)
-        return StreamingDecoder(self, min_frames)
+            return IstftStream(self, blocks)
+        return StreamingDecoder(self, blocks)

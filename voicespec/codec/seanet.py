@@ -40,6 +40,7 @@ from torch.nn import functional as F
 from voicespec.codec.stream import CodecStream, padded_conv1d
 
 if TYPE_CHECKING:
+    from voicespec.frame_blocks import FrameBlocks
     from voicespec.codec.model import Codec
 
 # Modules that act on each time step independently: streamable as they are.
@@ -284,8 +285,8 @@ class StreamingDecoder(CodecStream):
     between, call ``reset()``. Work per ``push`` is proportional to the chunk; state is a few
     samples per layer plus the LSTM's ``(h, c)``. ``warmup_frames`` is 1 for zero-padded codecs."""
 
-    def __init__(self, codec: Codec, min_frames: int = 1) -> None:
-        super().__init__(codec, min_frames)
+    def __init__(self, codec: Codec, blocks: FrameBlocks | int = 1) -> None:
+        super().__init__(codec, blocks)
         model = codec.model
         if model.segment is not None or model.normalize:
             raise ValueError("streaming needs a codec without segmenting or audio normalization")

@@ -15,6 +15,7 @@ import torch
 from torch.nn import functional as F
 
 from voicespec.engine.work import Work, run_grouped
+from voicespec.frame_blocks import FrameBlocks
 
 if TYPE_CHECKING:
     from voicespec.codec.model import Codec
@@ -65,31 +66,30 @@ class CodecStream:
     architecture) say how a chunk decodes (``_push``, never before the warm-up is complete) and
     what ``flush`` still owes (``_flush``).
 
-    ``min_frames``: frames are decoded in blocks of exactly this many (the first block: the
-    warm-up, if that is longer), so a call's cost is shared by several frames (it is mostly
-    reading the decoder's weights: on a CPU two frames cost little more than one, measured in the
-    README), at up to ``min_frames - 1`` frames of extra latency. Blocks of a fixed size also make
-    the PCM bit for bit independent of how the frames arrived (a chunk's float sums depend on its
+    ``blocks``: frames are decoded in the blocks of this :class:`~voicespec.frame_blocks.FrameBlocks`
+    (an int n: blocks of exactly n; the first block at least the warm-up), so a call's cost is shared
+    by several frames (it is mostly reading the decoder's weights: on a CPU eight frames cost little
+    more than two), at up to a block less one of extra latency; growing blocks keep the first audio
+    as early as the first block allows. Blocks whose sizes depend only on their place also make the
+    PCM bit for bit independent of how the frames arrived (a chunk's float sums depend on its
     length): a seed gives the same file whatever γ the controller chose. The output equals the
     full decode either way, up to float rounding.
     """
 
     warmup_frames = 1
 
-    def __init__(self, codec: Codec, min_frames: int = 1) -> None:
-        if min_frames < 1:
-            raise ValueError(f"min_frames must be >= 1, got {min_frames}")
+    def __init__(self, codec: Codec, blocks: FrameBlocks | int = 1) -> None:
         self.codec = codec
         self.device = codec.device
         self.hop = codec.hop_length
-        self.min_frames = min_frames
+        self.blocks = blocks if isinstance(blocks, FrameBlocks) else FrameBlocks(blocks)
 
     def reset(self) -> None:
         """Forget the current utterance: the next ``push`` starts a new one."""
         self._closed = False
         self._queue: list[torch.Tensor] = []
         self._queued = 0
-        self._started = False
+        self._block = 0  # blocks decoded in this utterance
         self.frames_in = 0
         self.samples_out = 0
         self._reset()
@@ -104,10 +104,10 @@ class CodecStream:
         self._queued += codes.shape[1]
         blocks = []
         while True:
-            size = self.min_frames if self._started else max(self.min_frames, self.warmup_frames)
+            size = self.blocks.size(self._block) if self._block else max(self.blocks.size(0), self.warmup_frames)
             if self._queued < size:
                 return blocks
-            self._started = True
+            self._block += 1
             queued = self._take()
             blocks.append(queued[:, :size])
             if queued.shape[1] > size:
@@ -135,7 +135,7 @@ class CodecStream:
         if self._closed:
             return torch.zeros(0)
         self._closed = True
-        if not self._started:  # shorter than the warm-up (or empty): decode it whole
+        if not self._block:  # shorter than the warm-up (or empty): decode it whole
             return self._emit(self.codec.decode(self._take()) if self._queued else torch.zeros(0))
         head = self._push(self._take()) if self._queued else torch.zeros(0)
         return self._emit(torch.cat([head.float().cpu(), self._flush().float().cpu()]))

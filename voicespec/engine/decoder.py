@@ -26,6 +26,7 @@ from voicespec.engine.tree import TreeShape, static_tree, verify_tree_greedy, ve
 from voicespec.engine.noise import PositionNoise
 from voicespec.engine.verify import Verdict, verify_greedy, verify_lossy_top_k, verify_sampling
 from voicespec.engine.work import Work, drive, drive_batch
+from voicespec.frame_blocks import FrameBlocks
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,14 @@ class SpecDecoder:
     one that outlives the decoder, e.g. :meth:`Voice.controller_memory`, to keep it across decoders)."""
 
     def __init__(self, target: StepLM, drafter: Drafter | None = None, config: DecodeConfig | None = None,
-                 memory: ControllerMemory | None = None) -> None:
+                 memory: ControllerMemory | None = None, fine_blocks: FrameBlocks | None = None) -> None:
+        """``fine_blocks``: a fine stage's frames are completed when they reach a block end of
+        these (the codec's blocks: :attr:`Voice.frame_blocks`), many steps in one call; None: after
+        every pass, its steps in one call."""
         self.target = target
         self.drafter = drafter
         self.config = config or DecodeConfig()
+        self.fine_blocks = fine_blocks
         self.memory = memory if memory is not None else ControllerMemory()
         # Set by a scheduler while its machine is saturated (more sessions ready than a tick
         # steps): every pass is then plain, whatever γ or tree was asked for. A draft widens the
@@ -136,6 +141,11 @@ class Generation:
         self.fine_generator = None if config.seed is None else \
             torch.Generator().manual_seed((config.seed * 2654435761 + 0x5EED) & 0xFFFFFFFF)
         self._fine_from = 0  # row of the last target pass whose hidden state predicted the first new step
+        # Verified steps the fine stage has yet to complete: coarse codes [n] and the hidden rows [n, D] that predicted them
+        self._waiting: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._completed = 0  # steps the fine stage completed
+        self._complete_at = decoder.fine_blocks.next_end(0) if decoder.fine_blocks else 0  # frames at which it completes the waiting steps
+        self._fine_rate = 0.0  # seconds a step of its last call: what a pass is charged for its steps
         self._last_new = 0  # steps the last pass committed (0: no pass yet)
         self.stats = DecodeStats(acceptance=config.sampling.acceptance)
         self.assembler = FrameAssembler(layout)
@@ -239,20 +249,22 @@ class Generation:
         if self.draft_session is not None:
             self.draft_session.rollback(keep)
         frames = self.assembler.pop(self.generated, self.state)
-        commit_s = 0.0
+        fine_s = 0.0
         if self.layout.fine:
             t_fine = time.perf_counter()
-            frames = yield self.target.fine_work(frames[0], self._fine_from, self.config.sampling, self.fine_generator)
-            commit_s = time.perf_counter() - t_fine
+            frames = yield from self._complete(frames[0])
+            fine_s = time.perf_counter() - t_fine
 
         # In a batch every session waits for every session's drafting (drafts run one session
         # after another), so drafting costs the batch B times what it costs this session: so
         # charged, speculation turns itself off under load where it no longer pays. The pass is
-        # charged with everything after drafting (verdict, commit) but the fine stage's call
-        # (``commit_s``), which the controller fits per pass and per committed frame: one frame
-        # after another it costs per frame whatever γ is; as one batch, about once per pass.
+        # charged with everything after drafting (verdict, commit) but the fine stage's calls,
+        # which the controller fits per pass and per committed step (``commit_s``: this pass's
+        # steps at the last call's cost a step): one frame after another it costs per frame
+        # whatever γ is; as one batch per pass, about once per pass; in blocks, per step.
+        commit_s = self._fine_rate * new.shape[0]
         draft_s = step.t_drafted - t0
-        pass_s = time.perf_counter() - step.t_drafted - commit_s
+        pass_s = time.perf_counter() - step.t_drafted - fine_s
         # The pass is priced by its width (its longest block: every row is padded to it), so in a
         # batch a tree that widens every row's pass is charged for it, and so is a chain beside one.
         self.controller.observe(step.drafted, verdict.accepted_steps, draft_s * work.batch, pass_s, commit_s,
@@ -270,6 +282,28 @@ class Generation:
         if self.done:
             s.finish_reason = "eos" if self.layout.is_done(self.state) else "length"
         return Chunk(new, frames)
+
+    def _complete(self, coarse: torch.Tensor) -> Generator[Work, Any, torch.Tensor]:
+        """Frames ``[K, n]`` of the verified steps whose block is complete. The coarse codes
+        ``[m]`` just verified wait with the hidden rows that predicted them until the frames waiting
+        reach the decoder's next block end (or the utterance ends); then one fine-stage call
+        completes them all: its weights are read once for many steps (a plain pass verifies one)."""
+        if coarse.numel():
+            rows = self.target.hidden[self._fine_from: self._fine_from + coarse.numel()]
+            self._waiting.append((coarse, rows.clone()))  # the next pass replaces (a tree step moves) these rows
+        n = sum(c.numel() for c, _ in self._waiting)
+        G, blocks = self.layout.frames_per_step, self._decoder.fine_blocks
+        if not n or (blocks is not None and not self.done and (self._completed + n) * G < self._complete_at):
+            return torch.empty(self.layout.n_codebooks, 0, dtype=torch.long)
+        coarse, hidden = (torch.cat(t) for t in zip(*self._waiting))
+        self._waiting = []
+        t0 = time.perf_counter()
+        frames = yield self.target.fine_work(coarse, hidden, self.config.sampling, self.fine_generator)
+        self._fine_rate = (time.perf_counter() - t0) / n
+        self._completed += n
+        if blocks is not None:
+            self._complete_at = blocks.next_end(self._completed * G)
+        return frames
 
     def _chain_step(self, gamma: int) -> Generator[Work, Any, _Step]:
         """Draft ``gamma`` steps in a chain and verify them (0 is plain decoding)."""

@@ -397,12 +397,12 @@ class CodecLMSession(LMSession):
         self.hidden = h[0]
         return model.heads(h[0]).view(-1, model.n_codebooks, model.head_vocab).float().cpu()
 
-    def fine_work(self, coarse: torch.Tensor, first: int, sampling: SamplingConfig,
+    def fine_work(self, coarse: torch.Tensor, hidden: torch.Tensor, sampling: SamplingConfig,
                   generator: torch.Generator | None) -> FineWork:
-        """The fine stage's call completing verified steps' coarse codes ``[n]`` to frames ``[K, <= nG]``;
-        their hidden states are rows ``first .. first+n`` of the last forward (the rows that
-        predicted them). Yielded to the scheduler, so many sessions' frames run as one batch."""
-        return FineWork(self, coarse, first, sampling, generator)
+        """The fine stage's call completing verified steps' coarse codes ``[n]`` to frames ``[K, <= nG]``
+        from the backbone's final hidden states ``[n, D]`` that predicted them. Yielded to the
+        scheduler, so many sessions' frames run as one batch."""
+        return FineWork(self, coarse, hidden, sampling, generator)
 
 
 @dataclass(eq=False)
@@ -415,8 +415,8 @@ class FineWork(Work):
     speculation on or off)."""
 
     session: CodecLMSession
-    coarse: torch.Tensor
-    first: int
+    coarse: torch.Tensor  # [n]
+    hidden: torch.Tensor  # [n, D]
     sampling: SamplingConfig
     generator: torch.Generator | None
 
@@ -439,7 +439,7 @@ class FineWork(Work):
             return choose_rows(logits.float().cpu(), sampling, rows)
 
         frames = model.fine.generate(  # on the model's device; picks on the host
-            [w.session.hidden[w.first: w.first + m] for w, m in zip(group, n)], [w.coarse for w in group],
+            [w.hidden for w in group], [w.coarse for w in group],
             torch.stack([w.session.prev for w in group]).to(model.device), pick,
             group[0].session.stack.linears if group[0].session.stack is not None else nn.Linear.__call__)
         out = []

@@ -136,7 +136,7 @@ class SynthesisStream:
         self._check_script(self.script)
         self.drafter_name = options.drafter or voice.config.default_drafter
         self.decoder = SpecDecoder(voice.target, voice.drafter(self.drafter_name), options.decode,
-                                   voice.controller_memory(self.drafter_name))
+                                   voice.controller_memory(self.drafter_name), voice.frame_blocks)
         self.stats = SynthesisStats(sample_rate=options.sample_rate or voice.codec.sample_rate)
         self.stats.frontend_s = time.perf_counter() - t0
         self._t0 = t0

@@ -42,6 +42,7 @@ from voicespec.engine.config import SamplingConfig
 from voicespec.frontend.lexicon import LexiconError, lexicon_of, read_lexicon
 from voicespec.frontend.ssml import Script, is_ssml, script as ssml_script
 from voicespec.frontend.text import FrontEnd, tokenizer_from_dict
+from voicespec.frame_blocks import FrameBlocks
 from voicespec.options import check_device, check_dtype
 from voicespec import paths
 from voicespec.pipeline.drafters import build_drafter, drafter_names
@@ -65,7 +66,10 @@ class VoiceConfig:
     duration: str | None = None  # folder of the duration predictor (aligned targets), relative to the voice's
     codec: str = "codec"  # folder of the codec, relative to the voice's (a sibling's: voices that share a codec)
     speaking_rate: float = 1.0  # > 1 speaks faster (aligned targets)
-    codec_chunk_frames: int = 1  # frames the codec decodes together when streaming (CodecStream.min_frames)
+    codec_chunk_frames: int = 1  # frames the codec decodes together when streaming: its first block
+    # Later blocks double up to this many (None: every block codec_chunk_frames); the fine stage
+    # completes frames at the same block ends (see voicespec/frame_blocks.py)
+    codec_chunk_max_frames: int | None = None
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
 
 
@@ -106,10 +110,10 @@ class Voice:
             raise ValueError(f"voice {config.name!r} {need}")
         if not config.speaking_rate > 0:
             raise ValueError(f"voice {config.name!r}: speaking_rate must be positive, got {config.speaking_rate}")
-        if isinstance(config.codec_chunk_frames, bool) or not isinstance(config.codec_chunk_frames, int) \
-                or config.codec_chunk_frames < 1:
-            raise ValueError(f"voice {config.name!r}: codec_chunk_frames must be an integer >= 1, "
-                             f"got {config.codec_chunk_frames!r}")
+        try:
+            self.frame_blocks = FrameBlocks(config.codec_chunk_frames, config.codec_chunk_max_frames)
+        except ValueError as e:
+            raise ValueError(f"voice {config.name!r}: codec_chunk_frames / codec_chunk_max_frames: {e}") from None
         text_vocab = self._text_vocab()
         if config.text_offset + self.tokenizer.vocab_size > text_vocab:
             raise ValueError(f"voice {config.name!r}: tokenizer ids exceed the LM's text vocabulary ({text_vocab})")
@@ -148,8 +152,8 @@ class Voice:
         return self.target.layout.prompt(ids, track=frame_track(ids, durations, self.track_positions))
 
     def codec_stream(self) -> CodecStream:
-        """A streaming codec decoder with this voice's chunking (``codec_chunk_frames``)."""
-        return self.codec.streaming_decoder(self.config.codec_chunk_frames)
+        """A streaming codec decoder in this voice's blocks (``codec_chunk_frames``, ``codec_chunk_max_frames``)."""
+        return self.codec.streaming_decoder(self.frame_blocks)
 
     def max_frames(self, n_chars: int) -> int:
         return max(self.config.min_max_frames, self.config.max_frames_per_char * n_chars)

@@ -140,7 +140,7 @@ def ship_target(target: Path, dest: Path, title: str, command: str, evaluation: 
 
 def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path, commands: dict[str, str],
                sampling: dict[str, Any], ngram: dict[str, int], info: dict[str, Any],
-               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1,
+               default_drafter: str = DRAFT_NAME, codec_chunk_frames: int = 1, codec_chunk_max_frames: int | None = None,
                evaluation: dict[str, Any] | None = None) -> Path:
     """Copy the exported parts into ``dest`` (which already holds ``codec/``) and write
     ``voice.json`` and the cards; the result loads as a :class:`Voice`."""
@@ -167,7 +167,7 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
     tokenizer = PhonemeTokenizer() if phonemes else CharTokenizer()
     config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=tokenizer.to_dict(), sampling=sampling, ngram=ngram,
                          default_drafter=default_drafter, duration="duration", info=info,
-                         codec_chunk_frames=codec_chunk_frames)
+                         codec_chunk_frames=codec_chunk_frames, codec_chunk_max_frames=codec_chunk_max_frames)
     Voice.write_config(dest, config)
     Voice.load(dest)  # the parts must fit together
     return dest
@@ -176,6 +176,7 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
 def run_ship(args: argparse.Namespace) -> int:
     dest = ship_voice(Path(args.target), Path(args.draft), Path(args.duration), Path(args.asr), Path(args.dest),
                       json.loads(args.commands), json.loads(args.sampling), json.loads(args.ngram), json.loads(args.info), args.default_drafter,
-                      args.codec_chunk_frames, json.loads(Path(args.evaluation).read_text()) if args.evaluation else None)
+                      args.codec_chunk_frames, args.codec_chunk_max_frames,
+                      json.loads(Path(args.evaluation).read_text()) if args.evaluation else None)
     print(f"shipped voice {dest}")
     return 0
