@@ -47,9 +47,11 @@ class Collector:
 
 
 def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None, tick_contexts: int | None = None,
-                tick_prefill: int | None = None, started: Callable[[DecodeWorker], None] | None = None):
+                tick_prefill: int | None = None, started: Callable[[DecodeWorker], None] | None = None,
+                spec_contexts: int | None = None):
     got = Collector(len(texts))
-    worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts, tick_prefill=tick_prefill)
+    worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts, tick_prefill=tick_prefill,
+                          spec_contexts=spec_contexts)
     if started:
         started(worker)
     jobs = []
@@ -129,6 +131,21 @@ def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_ow
     assert 0 in gammas and 3 in gammas  # plain while five waited for two places, drafting at the end
     assert max(worker.batch_sizes) == 2
     for i, text in enumerate(TEXTS):
+        assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(text, drafted)[0]), i
+
+
+@pytest.mark.parametrize("spec_contexts", [0, 2, 3])
+def test_past_the_speculation_cap_every_pass_is_plain_and_the_audio_stays_each_contexts_own(tiny_voice, spec_contexts):
+    """More contexts live than ``spec_contexts``: every pass is plain (vLLM's
+    speculative_disable_by_batch_size), drafting resumes once few enough are left; the audio is
+    what each context gives alone."""
+    drafted = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=3), drafter="draft-model")
+    got, worker, jobs = _run_worker(tiny_voice, TEXTS[:3], drafted, spec_contexts=spec_contexts)
+    gammas = [g for job in jobs for g in job.stream.stats.decode.gammas]
+    plain = gammas.count(0)  # besides the cap's passes, at most a context's last step (nothing left to draft)
+    assert (plain == len(gammas), plain > 3, plain <= 3) == (spec_contexts == 0, spec_contexts < 3, spec_contexts == 3)
+    assert max(worker.batch_sizes) == 3
+    for i, text in enumerate(TEXTS[:3]):
         assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(text, drafted)[0]), i
 
 

@@ -149,6 +149,9 @@ def build_parser() -> Parser:
                    help="contexts one decode tick steps, shared fairly between connections past it")
     p.add_argument("--max-tick-prefill", type=A.positive(int, "max tick prefill"), default=S.max_tick_prefill,
                    help="prompts one decode tick prefills while more contexts are ready than it steps; newcomers past it start on the next ticks")
+    p.add_argument("--max-spec-contexts", type=A.positive(int, "max speculative contexts", allow_zero=True), default=S.max_spec_contexts,
+                   help="speculate while at most this many contexts are live; past it every pass is plain (a draft "
+                        "widens the batched pass all sessions wait for; the audio is the same); 0: never")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="serve as a Ray Serve application (replicas each holding the voice, one ingress on --ray-port): "

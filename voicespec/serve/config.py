@@ -44,6 +44,7 @@ class ServerConfig:
     send_queue_chunks: int = 32  # audio chunks in flight per connection before its contexts pause
     max_tick_contexts: int | None = 16  # contexts one decode tick steps, shared fairly between connections (None: all)
     max_tick_prefill: int | None = 1  # prompts one tick prefills while more contexts are ready than it steps (None: all)
+    max_spec_contexts: int | None = 4  # speculation while at most this many contexts are live; past it plain (None: always)
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
     frame_cache_mb: float = 64.0  # decoded sentences replayed when repeated (pipeline/frame_cache.py); 0: off
@@ -67,6 +68,8 @@ class ServerConfig:
         for name in ("max_tick_contexts", "max_tick_prefill"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (or None), got {getattr(self, name)}")
+        if self.max_spec_contexts is not None and self.max_spec_contexts < 0:
+            raise ValueError(f"max_spec_contexts must be >= 0 (or None), got {self.max_spec_contexts}")
         if self.max_sessions_per_address is not None and self.max_sessions_per_address < 1:
             raise ValueError(f"max_sessions_per_address must be >= 1, got {self.max_sessions_per_address}")
         if self.pacing_lead_s is not None and self.pacing_lead_s <= 0:

@@ -281,12 +281,22 @@ class DecodeWorker:
     with an :class:`AudioWorker` beside it for the audio."""
 
     def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None], tick_contexts: int | None = None,
-                 tick_prefill: int | None = None) -> None:
+                 tick_prefill: int | None = None, spec_contexts: int | None = None) -> None:
         self.queue_limit = queue_limit
         self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
         if tick_prefill is not None and tick_prefill < 1:
             raise ValueError(f"tick_prefill must be >= 1 (or None), got {tick_prefill}")
         self.tick_prefill = tick_prefill  # under a backlog, newcomers' prompts prefilled per tick (admit); None: all
+        if spec_contexts is not None and spec_contexts < 0:
+            raise ValueError(f"spec_contexts must be >= 0 (or None), got {spec_contexts}")
+        # Speculation runs while at most this many contexts are live (None: at any load). Past it
+        # every pass is plain (SpecDecoder.plain_only), as vLLM's speculative_disable_by_batch_size
+        # does: a draft widens the batched pass every session waits for, and its tokens are the
+        # same either way. The per-session controller charges drafting by the batch, but its
+        # pass-cost line learnt at one load lags the next: on the outside probe (2026-12-07, the
+        # default voice) 16 clients starting at once all ran dry with speculation (stall 7.5-12 s)
+        # and all played clean without it.
+        self.spec_contexts = spec_contexts
         self._jobs: list[Job] = []
         self._cond = threading.Condition()
         self._stopping = False
@@ -362,9 +372,10 @@ class DecodeWorker:
         versions = dict(ready)
         admissions = self.tick_prefill if self.saturated else None
         jobs = [job for job, _ in ready]
+        plain = self.saturated or (self.spec_contexts is not None and len(self._jobs) > self.spec_contexts)
         for job in jobs:
             job.last_tick = self.ticks
-            job.stream.decoder.plain_only = self.saturated  # see SpecDecoder.plain_only
+            job.stream.decoder.plain_only = plain  # see SpecDecoder.plain_only
             if job.work is None:
                 self._advance(job, None, versions[job])
         made: dict[int, set[type]] = {id(j): set() for j in jobs}

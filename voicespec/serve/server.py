@@ -64,7 +64,8 @@ class TTSServer:
         self.voice = voice
         if config.drafter is not None and config.drafter not in voice.drafter_names:
             raise ValueError(f"unknown drafter {config.drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
-        self.worker = DecodeWorker(config.send_queue_chunks, self.deliver, config.max_tick_contexts, config.max_tick_prefill)
+        self.worker = DecodeWorker(config.send_queue_chunks, self.deliver, config.max_tick_contexts, config.max_tick_prefill,
+                                   config.max_spec_contexts)
         self.sessions: set[Session] = set()
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
