@@ -37,7 +37,7 @@ from voicespec.bench.hostile import hostile_messages
 from voicespec.bench.machine import open_fds, rss_mb
 from voicespec.serve import protocol as P
 from voicespec.audio import to_encoding
-from voicespec.pipeline.voice import voice_names
+from voicespec.pipeline.voice import Voice, voice_names
 from voicespec.serve.client import Audio, ServerError, TTSClient
 import voicespec.engine.config as engine_config
 from voicespec.engine.config import DecodeConfig
@@ -1214,18 +1214,23 @@ def test_the_default_voice_answers_to_the_name_the_operator_gave_it(tiny_voice_d
 # ----------------------------------------------------------------------------- hardening, round 2 (issue 39)
 
 
-def test_the_front_end_runs_off_the_event_loop(tiny_voice, monkeypatch):
+@pytest.mark.parametrize("processes", [0, 1], ids=["threads", "process"])
+def test_the_front_end_runs_off_the_event_loop(aligned_voice_dir, monkeypatch, processes):
     """Defect 1: text normalization on the event loop let one client within every budget stall
-    the whole server. Every front-end call of a session runs on another thread, and a
-    4,300-digit flood (once seconds of regex backtracking) is spoken like any text."""
+    the whole server. Every front-end call of a session runs on another thread, or (the default)
+    in a process of its own, whose durations come back to the voice; a 4,300-digit flood (once
+    seconds of regex backtracking) is spoken like any text."""
+    aligned_voice = Voice.load(aligned_voice_dir)
     threads: list[threading.Thread] = []
-    real = type(tiny_voice.frontend).sentences
+    remembered: list[tuple[int, ...]] = []
+    real, remember = type(aligned_voice.frontend).sentences, Voice.remember_durations
 
     def recording(self, text, lexicon=None):
         threads.append(threading.current_thread())
         return real(self, text, lexicon)
 
-    monkeypatch.setattr(type(tiny_voice.frontend), "sentences", recording)
+    monkeypatch.setattr(type(aligned_voice.frontend), "sentences", recording)
+    monkeypatch.setattr(Voice, "remember_durations", lambda self, ids, *a: remembered.append(tuple(ids)) or remember(self, ids, *a))
 
     async def go(server):
         loop_thread = []
@@ -1244,9 +1249,14 @@ def test_the_front_end_runs_off_the_event_loop(tiny_voice, monkeypatch):
                     seen.add(f"{json.loads(reply)['type']} {json.loads(reply)['context_id']}")
         return loop_thread[0]
 
-    with running(tiny_voice) as server:
+    with running(aligned_voice, text_processes=processes) as server:
+        threads.clear()  # the voice's warm-up at start
         loop_thread = run(go(server))
-    assert len(threads) >= 2 and loop_thread not in threads
+    if processes:  # read in the worker: nothing here but the durations it handed back
+        assert not threads
+        assert aligned_voice.frontend.sentences("Hello there.")[0][1] in map(list, remembered)
+    else:
+        assert len(threads) >= 2 and loop_thread not in threads
 
 
 def loop_thread_of(server) -> threading.Thread:
@@ -1324,10 +1334,12 @@ def test_an_ssml_text_message_is_spoken_as_offline_and_bad_markup_is_a_context_e
     assert errors[-1]["code"] == "bad_text" and "malformed SSML" in errors[-1]["message"]
 
 
-def test_durations_are_predicted_on_the_front_end_thread_not_the_decode_thread(aligned_voice_dir, monkeypatch):
-    """The duration predictor is text work (~3 ms a sentence): it runs where the front end runs, and
-    the decode thread, which every session's steps wait for, finds the durations ready. The audio is
-    the offline audio at the same speed, so the durations read there are the ones it would predict."""
+@pytest.mark.parametrize("processes", [0, 1], ids=["threads", "process"])
+def test_durations_are_predicted_with_the_text_not_on_the_decode_thread(aligned_voice_dir, monkeypatch, processes):
+    """The duration predictor is text work (~3 ms a sentence): it runs where the front end runs (a
+    thread, or the text worker process, which hands them back), and the decode thread, which every
+    session's steps wait for, finds the durations ready. The audio is the offline audio at the same
+    speed, and the durations handed back are the ones this process would predict."""
     from voicespec.api import Voice
     from voicespec.frontend.duration import DurationModel
 
@@ -1347,11 +1359,15 @@ def test_durations_are_predicted_on_the_front_end_thread_not_the_decode_thread(a
             await c.start(**start)
             return await c.synthesize(TEXT)
 
-    with running(voice) as server:
+    with running(voice, text_processes=processes) as server:
+        threads.clear()  # the voice's warm-up at start
         result = run(go(server))
-    assert len(threads) == 2 and "voicespec-decode" not in threads  # one call per sentence, none on the decode thread
+    # one call per sentence, none on the decode thread; none at all here when the worker read them
+    assert len(threads) == (0 if processes else 2) and "voicespec-decode" not in threads
     sampling = replace(voice.sampling, temperature=start["temperature"], top_k=start["top_k"])
     decode = DecodeConfig(sampling, gamma=start["gamma"], max_steps=MAX_STEPS, seed=start["seed"])
     pcm, _ = Synthesizer(voice).synthesize(TEXT, SynthesisOptions(decode, drafter="ngram", speed=1.3, sample_rate=16000))
-    assert len(threads) == 2  # offline, the remembered durations were read again
+    assert len(threads) == (0 if processes else 2)  # offline, the remembered durations were read again
     assert result.payload == to_encoding(pcm, "pcm_s16le") and len(result.payload) > 0
+    for _, ids in voice.frontend.sentences(TEXT):  # handed back: what this process predicts
+        assert voice.durations(ids, 1.3) == list(real(voice.duration, ids, 1.3 * voice.config.speaking_rate))

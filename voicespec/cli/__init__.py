@@ -149,6 +149,9 @@ def build_parser() -> Parser:
                    help="contexts one decode tick steps, shared fairly between connections past it")
     p.add_argument("--max-tick-prefill", type=A.positive(int, "max tick prefill"), default=S.max_tick_prefill,
                    help="prompts one decode tick prefills while more contexts are ready than it steps; newcomers past it start on the next ticks")
+    p.add_argument("--text-processes", type=A.positive(int, "text processes", allow_zero=True), default=S.text_processes,
+                   help="worker processes that read the served text (phonemes, durations), so its pure-Python work "
+                        "never holds the decode thread's interpreter lock; 0: threads of the server's process")
     p.add_argument("--max-spec-contexts", type=A.positive(int, "max speculative contexts", allow_zero=True), default=S.max_spec_contexts,
                    help="speculate while at most this many contexts are live; past it every pass is plain (a draft "
                         "widens the batched pass all sessions wait for; the audio is the same); 0: never")

@@ -21,10 +21,10 @@ import sys
 import threading
 import warnings
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,12 @@ class Voice:
         self.target = target
         self.draft_dirs = draft_dirs
         self.duration = duration
-        # Each sentence's durations, remembered: the server reads them on its front-end thread (see
-        # serve/context.py), so the decode thread's prefill does not run the predictor (~3 ms a sentence)
-        self._durations = lru_cache(maxsize=DURATIONS_KEPT)(self._predict_durations)
+        self.folder: Path | None = None  # where it was loaded from (Voice.load): what another process loads it by
+        # Each sentence's durations, remembered (least recently used out): the server reads them with
+        # the text (serve/text_reader.py), so the decode thread's prefill does not run the predictor
+        # (~3 ms a sentence); read in another process, they are handed in (remember_durations)
+        self._durations: OrderedDict[tuple[tuple[int, ...], float], tuple[int, ...]] = OrderedDict()
+        self._durations_lock = threading.Lock()
         self.tokenizer = tokenizer_from_dict(config.tokenizer)
         self.frontend = FrontEnd(self.tokenizer)
         units = getattr(self.tokenizer, "units", None)
@@ -137,10 +140,24 @@ class Voice:
         the voice's own rate); None for a target that times itself."""
         if self.duration is None:
             return None
-        return list(self._durations(self.duration, tuple(token_ids), speed))
+        key = (tuple(token_ids), speed)
+        with self._durations_lock:
+            known = self._durations.get(key)
+            if known is not None:
+                self._durations.move_to_end(key)
+                return list(known)
+        durations = self.duration.predict(list(token_ids), speed * self.config.speaking_rate)
+        self.remember_durations(token_ids, speed, durations)
+        return list(durations)
 
-    def _predict_durations(self, model: DurationModel, token_ids: tuple[int, ...], speed: float) -> tuple[int, ...]:
-        return tuple(model.predict(list(token_ids), speed * self.config.speaking_rate))
+    def remember_durations(self, token_ids: list[int], speed: float, durations: list[int]) -> None:
+        """What :meth:`durations` gives for ``token_ids`` at ``speed``, worked out elsewhere (the
+        server's front-end process, which loads the same folder): kept for the next ask."""
+        with self._durations_lock:
+            self._durations[(tuple(token_ids), speed)] = tuple(durations)
+            self._durations.move_to_end((tuple(token_ids), speed))
+            while len(self._durations) > DURATIONS_KEPT:
+                self._durations.popitem(last=False)
 
     def prompt(self, token_ids: list[int], durations: list[int] | None = None) -> Prompt:
         """The LM prompt for one sentence; an aligned target also gets its frame-aligned track
@@ -225,7 +242,9 @@ class Voice:
         target = load_step_lm(str(path / "target"), device=device, dtype=getattr(torch, check_dtype(dtype)))
         lexicons = [path / name for name in LEXICON_FILES if (path / name).is_file()]
         lexicon = read_lexicon(lexicons[0]) if lexicons else None
-        return cls(config, shared_codec(path / config.codec, device), target, draft_dirs, duration, lexicon)
+        voice = cls(config, shared_codec(path / config.codec, device), target, draft_dirs, duration, lexicon)
+        voice.folder = path.resolve()
+        return voice
 
     @staticmethod
     def read_config(path: str | Path) -> VoiceConfig:

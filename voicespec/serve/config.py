@@ -44,6 +44,7 @@ class ServerConfig:
     send_queue_chunks: int = 32  # audio chunks in flight per connection before its contexts pause
     max_tick_contexts: int | None = 16  # contexts one decode tick steps, shared fairly between connections (None: all)
     max_tick_prefill: int | None = 1  # prompts one tick prefills while more contexts are ready than it steps (None: all)
+    text_processes: int = 1  # worker processes that read served text (serve/text_reader.py); 0: threads of this one
     max_spec_contexts: int | None = 4  # speculation while at most this many contexts are live; past it plain (None: always)
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
@@ -68,6 +69,8 @@ class ServerConfig:
         for name in ("max_tick_contexts", "max_tick_prefill"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (or None), got {getattr(self, name)}")
+        if self.text_processes < 0:
+            raise ValueError(f"text_processes must be >= 0, got {self.text_processes}")
         if self.max_spec_contexts is not None and self.max_spec_contexts < 0:
             raise ValueError(f"max_spec_contexts must be >= 0 (or None), got {self.max_spec_contexts}")
         if self.max_sessions_per_address is not None and self.max_sessions_per_address < 1:

@@ -1,16 +1,15 @@
 """One context's text on its way to the decode worker, whatever door it came through (the
 WebSocket protocol, the OpenAI endpoint, Wyoming): the session core the doors share.
 
-Text comes whole or piece by piece; each complete sentence goes through the front end once, on
-a thread (its cost grows with the text; the event loop every connection shares never runs it),
-and on to the context's stream, created with its first speakable text. How the worker's items
+Text comes whole or piece by piece; each complete sentence goes through the front end once, in a
+process of its own (:mod:`~voicespec.serve.text_reader`: its cost grows with the text, and neither
+the event loop every connection shares nor the decode thread waits for it), and on to the context's stream, created with its first speakable text. How the worker's items
 leave (an outgoing WebSocket queue, an iterator for HTTP and Wyoming) is the door's:
 :meth:`Context.on_item`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import unicodedata
 from collections.abc import Callable, Mapping
@@ -18,13 +17,14 @@ from typing import Any
 
 from voicespec.frontend.incremental import complete_prefix
 from voicespec.frontend.lexicon import LexiconError
-from voicespec.frontend.ssml import Script, SSMLError
+from voicespec.frontend.ssml import SSMLError
 from voicespec.frontend.text import TextError
 from voicespec.pipeline.synthesis import SynthesisOptions
 from voicespec.pipeline.voice import Voice
 from voicespec.serve.done import done_stats
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import Credits, DecodeWorker, IncrementalStream, Job
+from voicespec.serve.text_reader import TextReader
 
 
 class TextTooLong(TextError):
@@ -40,8 +40,9 @@ class Context:
 
     def __init__(self, worker: DecodeWorker, metrics: ServerMetrics, voice: Voice, options: SynthesisOptions, *,
                  credits: Credits | None = None, owner: Any = None, lexicon: Mapping[str, str] | None = None,
-                 pacing_lead_s: float | None = None) -> None:
+                 pacing_lead_s: float | None = None, text_reader: TextReader | None = None) -> None:
         self.worker = worker
+        self.text_reader = text_reader if text_reader is not None else TextReader(0)
         self.metrics = metrics
         self.voice = voice
         self.options = options
@@ -133,7 +134,7 @@ class Context:
     async def _speak(self, text: str, ssml: bool | None = False, lexicon: Mapping[str, str] | None = None) -> None:
         lexicon = lexicon if lexicon is not None else self.lexicon
         try:
-            script = await asyncio.to_thread(self._read, text, ssml, lexicon)
+            script = await self.text_reader.read(self.voice, text, ssml, lexicon, self.options)
         except (SSMLError, LexiconError):  # the client's markup or pronunciations: said, not skipped
             raise
         except TextError as e:  # a piece with nothing speakable (only punctuation, say): the rest may have
@@ -149,18 +150,6 @@ class Context:
         else:
             self.job.stream.add(script)
             self._bump()
-
-    def _read(self, text: str, ssml: bool | None, lexicon: Mapping[str, str] | None) -> Script:
-        """The front end's share of a text, on a thread: its script, and each sentence's durations
-        at the speed its stream will ask for (``SynthesisOptions.speed_of``), which the voice remembers,
-        so the decode thread, which every session's steps wait for, does not predict them."""
-        script = self.voice.script(text, ssml=ssml, lexicon=lexicon)
-        for i, (_, ids) in enumerate(script.sentences):
-            try:
-                self.voice.durations(ids, self.options.speed_of(script, i))
-            except ValueError:  # a warm-up only: the stream meets the same error where it always did
-                break
-        return script
 
     def _bump(self) -> None:
         self.job.input_version += 1

@@ -12,6 +12,7 @@ from voicespec.serve.config import ServerConfig
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import DecodeWorker
 from voicespec.serve.utterance import Utterance
+from voicespec.serve.text_reader import TextReader
 from voicespec.serve.voices import VoiceSet
 
 
@@ -27,8 +28,9 @@ class Door:
     """``admit()`` says whether one more request fits; ``active``: this door's utterances in flight."""
 
     def __init__(self, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics, worker: DecodeWorker,
-                 admit: Callable[[], bool]) -> None:
+                 admit: Callable[[], bool], text_reader: TextReader | None = None) -> None:
         self.config = config
+        self.text_reader = text_reader
         self.voices = voices
         self.metrics = metrics
         self.worker = worker
@@ -50,7 +52,8 @@ class Door:
         if not self.admit():
             self.metrics.error("at_capacity")
             raise AtCapacity(f"the server is at capacity ({self.config.max_sessions} sessions); try again later")
-        utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks)
+        utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks,
+                              text_reader=self.text_reader)
         self.active.add(utterance)
         utterance.on_finished = self.active.discard
         return utterance

@@ -17,7 +17,9 @@ This module is the lifecycle only: it loads the default voice (others load on fi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -37,6 +39,7 @@ from voicespec.serve.http import HttpConnection, HttpFront
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import DecodeWorker, Job
 from voicespec.serve.session import Session
+from voicespec.serve.text_reader import TextReader
 from voicespec.serve.voices import VoiceSet
 
 
@@ -50,6 +53,7 @@ class TTSServer:
         self.config = config
         use_threads(config.threads)  # the model thread's and the audio worker's intra-op threads
         give_back_freed_memory()  # a burst of sessions must not leave RSS at its high-water mark
+        self.text_reader = TextReader(config.text_processes)  # before any voice is prepared (_prepare warms it there)
         lent = voice is not None  # a lent voice keeps its own frame cache (or none); the others share the server's
         if voice is None:
             voice = load_voice(config.voice, config.device, config.dtype)
@@ -85,6 +89,7 @@ class TTSServer:
         for name in voice.drafter_names:
             voice.drafter(name)
         voice.script("Ready, Okafor.")  # a known and an unknown word: lexicon, tagger and G2P
+        self.text_reader.warm(voice)  # the voice loaded in the text workers too
         if voice.frame_cache is None:
             voice.frame_cache = self.frame_cache
 
@@ -109,7 +114,7 @@ class TTSServer:
 
         from voicespec.serve.openai_http import OpenAIFront
 
-        self.openai = OpenAIFront(cfg, self.voices, self.metrics, self.worker, self.admits)
+        self.openai = OpenAIFront(cfg, self.voices, self.metrics, self.worker, self.admits, self.text_reader)
         self._openai_runner = web.AppRunner(self.openai.app(), access_log=None, handle_signals=False)
         await self._openai_runner.setup()
         site = web.TCPSite(self._openai_runner, cfg.host, cfg.openai_port)
@@ -119,7 +124,7 @@ class TTSServer:
     async def _start_wyoming(self, cfg: ServerConfig) -> None:
         from voicespec.serve.wyoming_door import WyomingDoor
 
-        self.wyoming = WyomingDoor(cfg, self.voices, self.metrics, self.worker, self.admits)
+        self.wyoming = WyomingDoor(cfg, self.voices, self.metrics, self.worker, self.admits, self.text_reader)
         self._wyoming_server = await asyncio.start_server(lambda r, w: self.wyoming.handler(r, w).run(),
                                                           cfg.host, cfg.wyoming_port)
         self.wyoming_port = self._wyoming_server.sockets[0].getsockname()[1]
@@ -138,6 +143,7 @@ class TTSServer:
             self._server.close()  # closes open connections with 1001 (going away)
             await self._server.wait_closed()
         self.worker.stop()
+        self.text_reader.close()
 
     async def __aenter__(self) -> TTSServer:
         await self.start()
@@ -172,7 +178,7 @@ class TTSServer:
         sock = ws.transport.get_extra_info("socket")
         if cfg.send_buffer_bytes and sock is not None:  # bounds audio parked in the kernel per socket
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, cfg.send_buffer_bytes)
-        session = Session(ws, cfg, self.voices, self.metrics, self.worker, address)
+        session = Session(ws, cfg, self.voices, self.metrics, self.worker, address, self.text_reader)
         self.sessions.add(session)
         self.metrics.active_sessions.set(len(self.sessions))
         self.metrics.sessions_total.inc()
@@ -214,9 +220,13 @@ def server_thread(config: ServerConfig, voice: Voice | None = None) -> Iterator[
 
 
 async def run_server(config: ServerConfig, ready: Callable[[TTSServer], None] | None = None) -> None:
-    """Serve until cancelled (Ctrl-C)."""
+    """Serve until cancelled (Ctrl-C) or sent SIGTERM (what a service manager or a container's stop
+    sends): either way the server stops as :meth:`TTSServer.stop` says, its text workers with it."""
     server = TTSServer(config)
+    stopping = asyncio.Event()
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread or on Windows
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
     async with server:
         if ready:
             ready(server)
-        await asyncio.Future()
+        await stopping.wait()

@@ -28,6 +28,7 @@ from voicespec.serve.reader import Reader
 from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, FlushMark, Job
 from voicespec.serve.voices import VoiceLoadError, VoiceSet
 from voicespec.serve.ws_contexts import Contexts, WsContext
+from voicespec.serve.text_reader import TextReader
 from voicespec.serve.ws_start import Started, ready_message, start
 
 log = logging.getLogger("voicespec.server")
@@ -40,8 +41,9 @@ class Session:
     :meth:`on_item`, which the server schedules onto the loop."""
 
     def __init__(self, ws: ServerConnection, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics,
-                 worker: DecodeWorker, address: str = "?") -> None:
+                 worker: DecodeWorker, address: str = "?", text_reader: TextReader | None = None) -> None:
         self.ws = ws
+        self.text_reader = text_reader
         self.address = address  # the client's IP address (per-address session limit)
         self.cfg = config
         self.voices = voices

@@ -19,6 +19,7 @@ from voicespec.pipeline.voice import Voice
 from voicespec.serve.context import Context
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, Job
+from voicespec.serve.text_reader import TextReader
 
 
 class SynthesisFailed(RuntimeError):
@@ -30,8 +31,8 @@ class Utterance(Context):
     ``end``). ``stats``: the ``done`` statistics, once :meth:`items` has ended."""
 
     def __init__(self, worker: DecodeWorker, metrics: ServerMetrics, voice: Voice, options: SynthesisOptions,
-                 queue_chunks: int, pacing_lead_s: float | None = None) -> None:
-        super().__init__(worker, metrics, voice, options, pacing_lead_s=pacing_lead_s)
+                 queue_chunks: int, pacing_lead_s: float | None = None, text_reader: TextReader | None = None) -> None:
+        super().__init__(worker, metrics, voice, options, pacing_lead_s=pacing_lead_s, text_reader=text_reader)
         self.queue_chunks = queue_chunks
         self.stats: dict[str, Any] | None = None
         self._items: asyncio.Queue[Any] = asyncio.Queue()

@@ -33,7 +33,8 @@ class WsContext(Context):
     def __init__(self, cid: str, session: Session, voice: Voice, options: SynthesisOptions) -> None:
         st = session.started
         super().__init__(session.worker, session.metrics, voice, options, credits=session.credits, owner=session,
-                         lexicon=st.msg.lexicon, pacing_lead_s=st.pacing_lead_s)
+                         lexicon=st.msg.lexicon, pacing_lead_s=st.pacing_lead_s,
+                         text_reader=session.text_reader)
         self.id = cid
         self.chars = 0  # all text received
         self.seq = 0
