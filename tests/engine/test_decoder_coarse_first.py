@@ -392,11 +392,12 @@ def test_the_auto_drafter_changes_no_token_whoever_drafts():
 
 
 @GROUPINGS
-def test_fine_stage_in_blocks_gives_the_same_frames_at_block_ends(reads_prev, group):
+@pytest.mark.parametrize("before", [0, 5], ids=["first", "later-sentence"])
+def test_fine_stage_in_blocks_gives_the_same_frames_at_block_ends(reads_prev, group, before):
     """With ``fine_blocks`` the fine stage completes the verified steps only once their frames
-    reach the next block end (2, 6, 14, 22, ... frames) or the utterance ends, in one call: the
-    same frames as after every pass, greedy and seeded sampling, plain and speculative, alone and
-    batched."""
+    reach the stream's next block end (2, 6, 14, 22, ... frames, counted from the stream's start:
+    ``before`` frames of earlier sentences) or the utterance ends, in one call: the same frames as
+    after every pass, greedy and seeded sampling, plain and speculative, alone and batched."""
     target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=30, coarse_first=True, fine_reads_prev=reads_prev,
                            frames_per_step=group)
     prompts = [target.layout.prompt(ids) for ids in ([1, 2, 3, 4], [2, 1])]
@@ -406,11 +407,11 @@ def test_fine_stage_in_blocks_gives_the_same_frames_at_block_ends(reads_prev, gr
             config = DecodeConfig(sampling, gamma=gamma, max_steps=25, seed=4)
             every_pass = SpecDecoder(target, ModelDrafter(codec_draft(target)), config).generate(prompts[0]).run()
             in_blocks = SpecDecoder(target, ModelDrafter(codec_draft(target)), config, fine_blocks=blocks)
-            gen, chunks, released, calls = in_blocks.generate(prompts[0]), [], 0, 0
+            gen, chunks, released, calls = in_blocks.generate(prompts[0], frames_before=before), [], 0, 0
             while not gen.done:
                 chunks.append(gen.step().frames)
                 verified = group * (gen.stats.generated_steps - (gen.stats.finish_reason == "eos"))  # their frames (EOS has none)
-                due = blocks.next_end(released)
+                due = blocks.next_end(before + released) - before
                 assert chunks[-1].shape[1] == (verified - released if verified >= due or gen.done else 0), (sampling, gamma)
                 released, calls = released + chunks[-1].shape[1], calls + bool(chunks[-1].shape[1])
             assert torch.equal(torch.cat(chunks, 1), every_pass) and every_pass.shape[1] > 14, (sampling, gamma)

@@ -136,7 +136,7 @@ def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_ow
 
 @pytest.mark.parametrize("spec_contexts", [0, 2, 3])
 def test_past_the_speculation_cap_every_pass_is_plain_and_the_audio_stays_each_contexts_own(tiny_voice, spec_contexts):
-    """More contexts live than ``spec_contexts``: every pass is plain (vLLM's
+    """More contexts in a tick than ``spec_contexts``: every pass is plain (vLLM's
     speculative_disable_by_batch_size), drafting resumes once few enough are left; the audio is
     what each context gives alone."""
     drafted = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=3), drafter="draft-model")

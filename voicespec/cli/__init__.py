@@ -153,7 +153,7 @@ def build_parser() -> Parser:
                    help="worker processes that read the served text (phonemes, durations), so its pure-Python work "
                         "never holds the decode thread's interpreter lock; 0: threads of the server's process")
     p.add_argument("--max-spec-contexts", type=A.positive(int, "max speculative contexts", allow_zero=True), default=S.max_spec_contexts,
-                   help="speculate while at most this many contexts are live; past it every pass is plain (a draft "
+                   help="speculate while a decode tick steps at most this many contexts; past it every pass is plain (a draft "
                         "widens the batched pass all sessions wait for; the audio is the same); 0: never")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",

@@ -81,11 +81,14 @@ class SpecDecoder:
                 f"draft {drafter.layout} vs target {target.layout}"
             )
 
-    def generate(self, prompt: Prompt, config: DecodeConfig | None = None) -> Generation:
-        """A generation of ``prompt``, its prompt prefilled now."""
-        return Generation(self, prompt, config or self.config)
+    def generate(self, prompt: Prompt, config: DecodeConfig | None = None, frames_before: int = 0) -> Generation:
+        """A generation of ``prompt``, its prompt prefilled now. ``frames_before``: frames already in
+        the stream its frames join (earlier sentences of one waveform): the fine stage's block ends
+        are counted from the stream's start, as the codec's are."""
+        return Generation(self, prompt, config or self.config, frames_before=frames_before)
 
-    def open(self, prompt: Prompt, config: DecodeConfig | None = None) -> Generator[Work, Any, Generation]:
+    def open(self, prompt: Prompt, config: DecodeConfig | None = None,
+             frames_before: int = 0) -> Generator[Work, Any, Generation]:
         """:meth:`generate` as a coroutine: the prefill is yielded (a :class:`Prefill`), so a
         scheduler prefills the newcomers of a tick in one pass."""
         config = config or self.config
@@ -94,7 +97,7 @@ class SpecDecoder:
         session = yield work
         if isinstance(session, Exception):
             raise session
-        return Generation(self, prompt, config, (session, work.seconds))
+        return Generation(self, prompt, config, (session, work.seconds), frames_before)
 
     def run_batch(self, prompts: list[Prompt], configs: list[DecodeConfig] | None = None) -> list[torch.Tensor]:
         """Decode several prompts together — each step one batched target pass over all the
@@ -118,7 +121,7 @@ class Generation:
     """One request: iterate to get :class:`Chunk` s; ``stats`` is live while it runs."""
 
     def __init__(self, decoder: SpecDecoder, prompt: Prompt, config: DecodeConfig,
-                 prefilled: tuple[LMSession, float] | None = None) -> None:
+                 prefilled: tuple[LMSession, float] | None = None, frames_before: int = 0) -> None:
         """``prefilled``: the target's session for ``prompt`` and the seconds its prefill took
         (:meth:`SpecDecoder.open`); else the prompt is prefilled here."""
         layout = decoder.target.layout
@@ -144,7 +147,8 @@ class Generation:
         # Verified steps the fine stage has yet to complete: coarse codes [n] and the hidden rows [n, D] that predicted them
         self._waiting: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._completed = 0  # steps the fine stage completed
-        self._complete_at = decoder.fine_blocks.next_end(0) if decoder.fine_blocks else 0  # frames at which it completes the waiting steps
+        self._frames_before = frames_before  # frames of the stream before this generation's (SpecDecoder.generate)
+        self._complete_at = self._next_end()  # frames (of this generation) at which the waiting steps are completed
         self._fine_rate = 0.0  # seconds a step of its last call: what a pass is charged for its steps
         self._last_new = 0  # steps the last pass committed (0: no pass yet)
         self.stats = DecodeStats(acceptance=config.sampling.acceptance)
@@ -301,9 +305,14 @@ class Generation:
         frames = yield self.target.fine_work(coarse, hidden, self.config.sampling, self.fine_generator)
         self._fine_rate = (time.perf_counter() - t0) / n
         self._completed += n
-        if blocks is not None:
-            self._complete_at = blocks.next_end(self._completed * G)
+        self._complete_at = self._next_end()
         return frames
+
+    def _next_end(self) -> int:
+        """This generation's frames at the stream's next block end after those completed."""
+        blocks, before = self._decoder.fine_blocks, self._frames_before
+        done = self._completed * self.layout.frames_per_step if self.layout.fine else 0
+        return 0 if blocks is None else blocks.next_end(before + done) - before
 
     def _chain_step(self, gamma: int) -> Generator[Work, Any, _Step]:
         """Draft ``gamma`` steps in a chain and verify them (0 is plain decoding)."""

@@ -195,7 +195,7 @@ class SynthesisStream:
         key = frame_key(self.voice.target, ids, config, self.drafter_name, speed) if cache is not None else None
         replay = cache.get(key) if key is not None else None
         # The prefill is yielded: a scheduler prefills a tick's newcomers in one pass.
-        gen = None if replay is not None else (yield from self.decoder.open(prompt, config))
+        gen = None if replay is not None else (yield from self.decoder.open(prompt, config, codec_stream.frames_in))
         chunks: list[torch.Tensor] = []  # this sentence's frames [K, n] per step: joined once, at its end
 
         def audio(frames: torch.Tensor) -> Generator[CodecPush, Any, Any]:

@@ -45,7 +45,7 @@ class ServerConfig:
     max_tick_contexts: int | None = 16  # contexts one decode tick steps, shared fairly between connections (None: all)
     max_tick_prefill: int | None = 1  # prompts one tick prefills while more contexts are ready than it steps (None: all)
     text_processes: int = 1  # worker processes that read served text (serve/text_reader.py); 0: threads of this one
-    max_spec_contexts: int | None = 4  # speculation while at most this many contexts are live; past it plain (None: always)
+    max_spec_contexts: int | None = 4  # speculation while a tick steps at most this many contexts; past it plain (None: always)
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
     frame_cache_mb: float = 64.0  # decoded sentences replayed when repeated (pipeline/frame_cache.py); 0: off

@@ -289,7 +289,7 @@ class DecodeWorker:
         self.tick_prefill = tick_prefill  # under a backlog, newcomers' prompts prefilled per tick (admit); None: all
         if spec_contexts is not None and spec_contexts < 0:
             raise ValueError(f"spec_contexts must be >= 0 (or None), got {spec_contexts}")
-        # Speculation runs while at most this many contexts are live (None: at any load). Past it
+        # Speculation runs while a tick steps at most this many contexts (None: at any load). Past it
         # every pass is plain (SpecDecoder.plain_only), as vLLM's speculative_disable_by_batch_size
         # does: a draft widens the batched pass every session waits for, and its tokens are the
         # same either way. The per-session controller charges drafting by the batch, but its
@@ -372,7 +372,7 @@ class DecodeWorker:
         versions = dict(ready)
         admissions = self.tick_prefill if self.saturated else None
         jobs = [job for job, _ in ready]
-        plain = self.saturated or (self.spec_contexts is not None and len(self._jobs) > self.spec_contexts)
+        plain = self.saturated or (self.spec_contexts is not None and len(jobs) > self.spec_contexts)
         for job in jobs:
             job.last_tick = self.ticks
             job.stream.decoder.plain_only = plain  # see SpecDecoder.plain_only

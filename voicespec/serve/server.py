@@ -67,6 +67,7 @@ class TTSServer:
                                aliases=[a for a in (config.voice, Path(config.voice or "").name) if a])
         self.voice = voice
         if config.drafter is not None and config.drafter not in voice.drafter_names:
+            self.text_reader.close()
             raise ValueError(f"unknown drafter {config.drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
         self.worker = DecodeWorker(config.send_queue_chunks, self.deliver, config.max_tick_contexts, config.max_tick_prefill,
                                    config.max_spec_contexts)
@@ -143,10 +144,14 @@ class TTSServer:
             self._server.close()  # closes open connections with 1001 (going away)
             await self._server.wait_closed()
         self.worker.stop()
-        self.text_reader.close()
+        await asyncio.to_thread(self.text_reader.close)
 
     async def __aenter__(self) -> TTSServer:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await asyncio.to_thread(self.text_reader.close)  # no text worker outlives a server that did not start
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -53,22 +54,34 @@ def read_text(voice: Voice, text: str, ssml: bool | None, lexicon: Mapping[str, 
     return script, durations
 
 
-def _start_worker(server: int) -> None:
+def _start_worker(server: tuple[int, str | None]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the server's terminal: the server stops us
     use_threads(1)  # the duration predictor's few small products: torch's default pool would spin beside the decode thread
     threading.Thread(target=_exit_with, args=(server,), name="voicespec-text-watch", daemon=True).start()
 
 
-def _exit_with(server: int) -> None:
+def _process_id(pid: int) -> tuple[int, str | None]:
+    """``pid`` and its start time (None where there is no /proc): a pid reused later differs."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return pid, f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return pid, None
+
+
+def _exit_with(server: tuple[int, str | None]) -> None:
     """End this worker once the server's process is gone (killed, so it could not stop us): a
     worker holds both ends of its task pipe, so it would wait for tasks forever, and hold the
     forkserver open with it."""
     while True:
         time.sleep(1.0)
         try:
-            os.kill(server, 0)
+            os.kill(server[0], 0)
         except ProcessLookupError:
             os._exit(0)
-        except PermissionError:  # alive, under another user (its pid reused): not ours to wait for
+        except PermissionError:  # the pid is another user's now: the server is gone
+            os._exit(0)
+        if server[1] is not None and _process_id(server[0]) != server:  # the pid was reused
             os._exit(0)
 
 
@@ -89,23 +102,41 @@ class TextReader:
             raise ValueError(f"processes must be >= 0, got {processes}")
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
+        self._folders: set[str] = set()  # the voices the workers load: a new pool loads them again
+        self._lock = threading.Lock()  # the pool is made or replaced from the loop and from voice-loading threads
 
     def _executor(self) -> ProcessPoolExecutor | None:
-        if self._pool is None and self.processes:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])  # torch and the front end imported once, in the forkserver
-            self._pool = ProcessPoolExecutor(self.processes, mp_context=context, initializer=_start_worker,
-                                             initargs=(os.getpid(),))
-        return self._pool
+        with self._lock:
+            if self._pool is None and self.processes:
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload([__name__])  # torch and the front end imported once, in the forkserver
+                self._pool = ProcessPoolExecutor(self.processes, mp_context=context, initializer=_start_worker,
+                                                 initargs=(_process_id(os.getpid()),))
+                for folder in self._folders:  # replacing a dead pool: its voices loaded again, not waited for
+                    self._pool.submit(_read_in_worker, folder, "Ready.", False, None, SynthesisOptions())
+            return self._pool
+
+    def _drop(self, pool: ProcessPoolExecutor) -> None:
+        """Forget a pool whose worker died (the next read starts another), unless that happened already."""
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def warm(self, voice: Voice) -> None:
-        """Load ``voice`` in every worker now (blocking), so the first request does not pay it."""
+        """Load ``voice`` in the workers now (blocking), so its first request does not pay it; a
+        worker that fails to is replaced on the next read (the reads go on, on a thread)."""
         pool = None if voice.folder is None else self._executor()
-        if pool is not None:
-            options = SynthesisOptions()
-            for future in [pool.submit(_read_in_worker, str(voice.folder), "Ready.", False, None, options)
+        if pool is None:
+            return
+        self._folders.add(str(voice.folder))
+        try:
+            for future in [pool.submit(_read_in_worker, str(voice.folder), "Ready.", False, None, SynthesisOptions())
                            for _ in range(self.processes)]:
                 future.result()
+        except Exception:  # noqa: BLE001 - a worker that cannot start or load: served on threads until replaced
+            log.exception("the text worker could not load voice %s; reading its text on threads for now", voice.folder)
+            self._drop(pool)
 
     async def read(self, voice: Voice, text: str, ssml: bool | None, lexicon: Mapping[str, str] | None,
                    options: SynthesisOptions) -> Script:
@@ -115,9 +146,8 @@ class TextReader:
                 script, durations = await asyncio.get_running_loop().run_in_executor(
                     pool, _read_in_worker, str(voice.folder), text, ssml, lexicon, options)
             except BrokenProcessPool:  # a worker died (killed, out of memory): start others, read this one here
-                log.warning("a front-end worker process died; starting new ones")
-                self._pool = None
-                pool.shutdown(wait=False, cancel_futures=True)
+                log.warning("a text worker process died; starting new ones")
+                self._drop(pool)
             else:
                 for i, ((_, ids), d) in enumerate(zip(script.sentences, durations)):
                     if d is not None:
@@ -127,6 +157,7 @@ class TextReader:
 
     def close(self) -> None:
         """Stop the workers (each finishes the text it is reading: milliseconds)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        with self._lock:
+            pool, self._pool, self.processes = self._pool, None, 0
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
