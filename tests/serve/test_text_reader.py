@@ -29,20 +29,54 @@ def _alive(pid: int) -> bool:
         return f.read().split()[2] != "Z"
 
 
+def _known(voice: Voice, script, speed: float) -> list[bool]:
+    return [(tuple(ids), speed) in voice._durations for _, ids in script.sentences]
+
+
 def test_a_worker_reads_what_this_process_reads_and_hands_back_the_durations(aligned_voice_dir, monkeypatch):
     here, served = Voice.load(aligned_voice_dir), Voice.load(aligned_voice_dir)
     options = SynthesisOptions(speed=1.2)
     reader = TextReader(1)
+
+    async def read():
+        script = await reader.read(served, TEXT, False, None, options)
+        first = _known(served, script, 1.2)  # the read waited for the first sentence's durations only
+        await reader.settled()
+        return script, first, list(reader._pool._processes)
+
     try:
-        script = asyncio.run(reader.read(served, TEXT, False, None, options))
-        workers = list(reader._pool._processes)
+        script, first, workers = asyncio.run(read())
     finally:
         reader.close()
     assert script == here.script(TEXT) and len(script.sentences) == 2
+    assert first == [True, False] and _known(served, script, 1.2) == [True, True]
     assert workers and all(pid != os.getpid() for pid in workers)
     monkeypatch.setattr(served.duration, "predict", None)  # nothing to predict with here: only what was handed back answers
     for _, ids in script.sentences:
         assert served.durations(ids, 1.2) == here.durations(ids, 1.2)
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+def test_later_sentences_wait_while_reads_wait(aligned_voice_dir, processes):
+    """A burst of newcomers' first sentences goes before anyone's later ones."""
+    voice = Voice.load(aligned_voice_dir)
+    reader = TextReader(processes)
+    text = "One sentence first. Then a second one. And a third to end."
+
+    async def read():
+        script = await reader.read(voice, text, False, None, SynthesisOptions())
+        reader._reading += 1  # a read of another text under way
+        await asyncio.sleep(0.3)
+        waited = _known(voice, script, 1.0)
+        reader._reading -= 1
+        await reader.settled()
+        return script, waited
+
+    try:
+        script, waited = asyncio.run(read())
+    finally:
+        reader.close()
+    assert waited == [True, False, False] and _known(voice, script, 1.0) == [True, True, True]
 
 
 def test_a_dead_worker_costs_no_read_and_is_replaced(aligned_voice_dir):
@@ -77,3 +111,29 @@ def test_no_worker_outlives_a_killed_server(aligned_voice_dir):
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid)
+
+
+def test_workers_run_the_servers_voicespec_whatever_the_working_directory(aligned_voice_dir, tmp_path):
+    """A forkserver starts in the working directory: a checkout of another voicespec there must
+    not stand in for the server's own code in its workers."""
+    decoy = tmp_path / "cwd" / "voicespec" / "serve"
+    decoy.mkdir(parents=True)
+    for part in (decoy.parent / "__init__.py", decoy / "__init__.py", decoy / "text_reader.py"):
+        part.write_text("")  # importable, and without the worker's functions
+    script = tmp_path / "read.py"
+    script.write_text(
+        "import asyncio\n"
+        "from voicespec.pipeline.synthesis import SynthesisOptions\n"
+        "from voicespec.pipeline.voice import Voice\n"
+        "from voicespec.serve.text_reader import TextReader\n"
+        "if __name__ == '__main__':\n"
+        "    reader, voice = TextReader(1), Voice.load(" + repr(str(aligned_voice_dir)) + ")\n"
+        "    reader.warm(voice)\n"
+        "    workers = list(reader._pool._processes)\n"
+        "    asyncio.run(reader.read(voice, 'Hello there.', False, None, SynthesisOptions()))\n"
+        "    print(workers == list(reader._pool._processes))\n"
+        "    reader.close()\n")
+    out = subprocess.run([sys.executable, str(script)], cwd=decoy.parent.parent, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "True" and "could not load" not in out.stderr, out.stderr[-2000:]
