@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from voicespec.batch import PROGRESS, SUMMARY
 from voicespec.cli import main
@@ -33,6 +34,7 @@ def voicespec(*args: str | bytes, stdin: bytes = b"", cwd: Path | None = None) -
                           cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_say_names_the_first_byte_of_stdin_that_is_not_utf8(tiny_voice_dir, tmp_path):
     """The probe: ``printf 'Caf\\xe9' | voicespec say - -o x.wav``."""
     out = tmp_path / "x.wav"
@@ -42,6 +44,7 @@ def test_say_names_the_first_byte_of_stdin_that_is_not_utf8(tiny_voice_dir, tmp_
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_say_names_the_first_byte_of_a_text_argument_that_is_not_utf8(tiny_voice_dir, tmp_path):
     out = tmp_path / "x.wav"
     r = voicespec("say", b"Na\xefve caf\xe9.", "-o", str(out), "--model", str(tiny_voice_dir))

@@ -102,6 +102,7 @@ def test_client_reports_the_servers_first_error_for_a_text_too_long(tiny_voice, 
 # b. long text
 
 
+@pytest.mark.slow
 def test_say_speaks_a_20000_character_text_whole(tiny_voice_dir, tmp_path):
     frames = {}
     for chars in (2000, 20000):
@@ -111,6 +112,7 @@ def test_say_speaks_a_20000_character_text_whole(tiny_voice_dir, tmp_path):
     assert frames[2000] > 0 and frames[20000] > 8 * frames[2000]  # every sentence spoken, 10 times the text
 
 
+@pytest.mark.slow
 def test_voice_say_and_stream_take_long_text_sentence_for_sentence(tiny_voice):
     from voicespec.api import text_pieces
     from voicespec.frontend.text import FrontEnd
@@ -135,6 +137,7 @@ def test_a_text_that_fits_is_synthesized_as_before(tiny_voice):
     assert np.array_equal(tiny_voice.say(text, seed=3, max_steps=8).pcm, before.pcm)
 
 
+@pytest.mark.slow
 def test_synth_speaks_a_long_line(tiny_voice_dir, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("Short one.\n" + long_text(9000) + "\n")
@@ -145,6 +148,7 @@ def test_synth_speaks_a_long_line(tiny_voice_dir, tmp_path, capsys):
     assert chapter > 20 * short > 0
 
 
+@pytest.mark.slow
 def test_a_bad_character_late_in_a_long_text_fails_and_leaves_no_file(tiny_voice_dir, tmp_path, capsys):
     out = tmp_path / "x.wav"
     text = long_text(6000) + " Then \ud800 came."
@@ -192,6 +196,7 @@ def test_help_states_the_protocol_version_the_server_speaks(capsys):
 # d. waiting for a server that is still starting
 
 
+@pytest.mark.slow
 def test_client_waits_for_a_server_that_is_still_starting(tiny_voice, tmp_path, capsys):
     port, out = free_port(), tmp_path / "late.wav"
     with running(tiny_voice, delay_s=1.5, port=port) as url:
@@ -231,6 +236,7 @@ def test_output_raw_and_output_are_one_or_the_other(tiny_voice_dir, capsys):
     assert "--format does not apply to --output-raw" in one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_output_raw_arrives_while_it_is_made_and_a_closed_pipe_ends_it_quietly(tiny_voice_dir):
     """Bytes keep coming while synthesis runs (written whole at the end, 100 kB would arrive at
     once); then the reader goes away (``| head -c``) and the command ends quietly."""

@@ -66,6 +66,7 @@ def test_a_missing_folder_is_named_and_not_made(tiny_voice_dir, tmp_path, capsys
     assert f"{tmp_path / 'file'}: is not a folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_speed_shortens_the_audio_of_a_voice_with_durations(aligned_voice_dir, tmp_path):
     lengths = {}
     for speed in ("1", "2"):

@@ -132,6 +132,7 @@ def test_stress_command_runs_each_phase_and_finds_nothing_left(tmp_path, capsys)
     assert code == 0
 
 
+@pytest.mark.slow
 def test_stress_runs_only_the_phases_asked_for(tmp_path, capsys):
     from voicespec.pipeline.tiny import build_tiny_voice as build
 

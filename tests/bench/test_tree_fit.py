@@ -66,6 +66,7 @@ def test_each_tree_pass_accepts_what_its_record_says():
     assert len(ranks) == gen.generated.shape[0] and checked >= 3
 
 
+@pytest.mark.slow
 def test_fit_tree_from_the_command_line(tmp_path, capsys):
     """``voicespec bench --fit-tree`` on a tiny coarse-first voice given feature heads: one row
     per budget and one per compared tree, in tree_fit.json and printed; bad budgets exit 2."""

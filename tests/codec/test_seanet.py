@@ -120,6 +120,7 @@ def test_no_clicks_at_chunk_joins(cases, name, sizes, stream):
     assert at_joins.max() <= 1.5 * jumps[inside].max()
 
 
+@pytest.mark.slow
 def test_reset_gives_a_fresh_decoder(cases, stream):
     codec, codes, _ = cases["24khz"]
     a, b = codes[:, :40], codes[:, 40:]

@@ -34,6 +34,7 @@ GROUPINGS = pytest.mark.parametrize("reads_prev,group", [(True, 1), (False, 1), 
                                     ids=["fine-reads-prev", "fine-batched", "grouped-reads-prev", "grouped-batched"])
 
 
+@pytest.mark.slow
 @GROUPINGS
 def test_greedy_speculation_equals_plain_frames_for_every_drafter(drafters_for, reads_prev, group):
     target = tiny_codec_lm(seed=5, n_codebooks=3, codebook_size=8, min_frames=6, coarse_first=True, fine_reads_prev=reads_prev,
@@ -235,6 +236,7 @@ def test_a_tree_by_node_samples_the_targets_coarse_codes(sharpened, exact_distri
     assert chi_square_pvalue(coarse_codes(400), exact) < 1e-6
 
 
+@pytest.mark.slow
 @GROUPINGS
 def test_invariant_sampling_commits_plain_decodings_frames_for_every_drafter_gamma_tree_and_batch(drafters_for, reads_prev,
                                                                                                   group):
@@ -327,6 +329,7 @@ class _Oracle:
         pass
 
 
+@pytest.mark.slow
 def test_under_load_drafting_is_charged_per_session_in_the_batch_and_speculation_turns_off():
     """The same generation, its passes reported as run alone or in a batch of 64: alone, a
     perfect drafter at a fraction of a pass's cost pays (γ > 0); in the batch, where every session
@@ -391,6 +394,7 @@ def test_the_auto_drafter_changes_no_token_whoever_drafts():
 
 
 
+@pytest.mark.slow
 @GROUPINGS
 @pytest.mark.parametrize("before", [0, 5], ids=["first", "later-sentence"])
 def test_fine_stage_in_blocks_gives_the_same_frames_at_block_ends(reads_prev, group, before):

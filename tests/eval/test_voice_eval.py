@@ -68,6 +68,7 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys, speech_co
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]
 
 
+@pytest.mark.slow
 def test_samples_are_written_with_a_mel_comparison(tmp_path, speech_corpus):
     speech_corpus(tmp_path / "data")
     voice = Voice.load(build_tiny_voice(tmp_path / "voice", layout="aligned"))
@@ -92,6 +93,7 @@ def test_speculative_rows_speculate_even_when_the_voice_decodes_plainly():
     assert speculative_default(plain) == sorted(voice.draft_dirs)[0]  # the first shipped drafter
 
 
+@pytest.mark.slow
 def test_evaluate_judges_a_voice_through_another_codec_and_checks_its_judges(tmp_path, speech_corpus, capsys):
     """`--codec`: a decoder retrained on the same frozen codes is judged on the voice's own tokens."""
     from voicespec.codec.model import Codec

@@ -79,6 +79,7 @@ def test_the_shared_indexed_processor_reads_as_gruut_does_from_any_thread():
     assert "USING INDEX" in " ".join(str(row) for row in plan), plan
 
 
+@pytest.mark.slow
 def test_gruuts_date_parser_loads_only_for_a_date_and_reads_as_if_imported():
     """``dateparser`` is a stand-in until gruut parses a date (~0.3 s of a cold start); a date then reads
     exactly as with the real module imported up front, and plain words never load it."""

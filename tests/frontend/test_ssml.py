@@ -88,6 +88,7 @@ def test_phoneme_and_lexicon_change_the_units_the_model_reads(tmp_path):
     assert spelled == units("ay bee see.")
 
 
+@pytest.mark.slow
 def test_a_break_is_exact_silence_and_moves_the_next_words_timestamps():
     voice = load_voice(None)
     options = SynthesisOptions(DecodeConfig(voice.sampling, seed=1), timestamps=True)

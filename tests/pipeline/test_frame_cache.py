@@ -56,6 +56,7 @@ def _speak(voice, text, options):
     return pcm, stream
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling,gamma", [(GREEDY, 3), (SAMPLED, 2)])
 def test_a_replayed_sentence_is_the_audio_a_decode_would_have_made(tiny_voice, sampling, gamma):
     options = SynthesisOptions(DecodeConfig(sampling, gamma=gamma, max_steps=60, seed=4), drafter="ngram")

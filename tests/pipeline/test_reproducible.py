@@ -22,6 +22,7 @@ def voice():
     return Voice.from_pretrained()
 
 
+@pytest.mark.slow
 def test_speculation_gamma_tree_and_drafter_do_not_change_a_seeds_audio(voice):
     plain = voice.say(TEXT, seed=3, gamma=0).pcm
     assert plain.size > 16000

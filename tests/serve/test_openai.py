@@ -59,6 +59,7 @@ def decoded(data: bytes) -> np.ndarray:
     return x if x.dtype == np.int16 else to_int16(x)
 
 
+@pytest.mark.slow
 def test_every_response_format_is_offline_synthesis_with_the_same_seed(tiny_voice):
     with running(tiny_voice) as server:
         c = client(server)
@@ -89,6 +90,7 @@ def test_every_response_format_is_offline_synthesis_with_the_same_seed(tiny_voic
         assert (done["gamma"], done["drafter"], done["coupling"]) == (3, "none", "residual")  # extra_body reaches the engine
 
 
+@pytest.mark.slow
 def test_streamed_audio_arrives_as_it_is_made_and_sse_carries_the_same_bytes(tiny_voice):
     text = "One sentence here. " * 6
     with running(tiny_voice) as server:
@@ -193,6 +195,7 @@ def test_every_door_counts_against_max_sessions_and_a_hang_up_frees_the_slot(tin
         assert c.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm").content
 
 
+@pytest.mark.slow
 def test_ssml_input_is_spoken_as_offline_and_malformed_markup_speaks_nothing(tiny_voice):
     doc = '<speak>Hello there. <break time="500ms"/> Second one.</speak>'
     with running(tiny_voice) as server:

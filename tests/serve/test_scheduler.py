@@ -70,6 +70,7 @@ def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = Non
     return got, worker, jobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout,greedy", [("coarse", True),  # the fast tier: the shipped layout
                                            pytest.param("delay", False, marks=pytest.mark.slow),
                                            pytest.param("delay", True, marks=pytest.mark.slow),
@@ -86,6 +87,7 @@ def test_batched_contexts_each_get_their_offline_audio(layout, greedy, tiny_voic
         assert torch.equal(got.pcm(i), alone), f"context {i} changed in the batch"
 
 
+@pytest.mark.slow
 def test_the_shipped_voice_batched_gives_each_context_its_offline_audio_bit_for_bit():
     """The default voice at its default settings (sampled, feature drafter, γ auto): four contexts
     batched in the worker, their frames decoded together by the iSTFT codec on the audio thread,
@@ -121,6 +123,7 @@ def test_batched_equals_alone_on_the_voices_device_and_dtype(device, dtype, tmp_
         assert torch.equal(got.pcm(i), Synthesizer(voice).synthesize(text, options)[0])
 
 
+@pytest.mark.slow
 def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_own(tiny_voice):
     """More contexts ready than a tick steps: their passes go plain (a draft would widen the pass
     every neighbour waits for), whatever γ they asked for; once the tick has room, they draft
@@ -134,6 +137,7 @@ def test_a_saturated_worker_decodes_plainly_and_the_audio_stays_each_contexts_ow
         assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(text, drafted)[0]), i
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec_contexts", [0, 2, 3])
 def test_past_the_speculation_cap_every_pass_is_plain_and_the_audio_stays_each_contexts_own(tiny_voice, spec_contexts):
     """More contexts in a tick than ``spec_contexts``: every pass is plain (vLLM's
@@ -149,6 +153,7 @@ def test_past_the_speculation_cap_every_pass_is_plain_and_the_audio_stays_each_c
         assert torch.equal(got.pcm(i), Synthesizer(tiny_voice).synthesize(text, drafted)[0]), i
 
 
+@pytest.mark.slow
 def test_past_the_tick_cap_newcomers_start_a_prefill_budget_a_tick_with_their_own_audio(coarse_voice, monkeypatch):
     """Issue 37, item 3: with a backlog (more contexts ready than a tick steps), newcomers' prompts
     are prefilled a budget's worth a tick, the rest parked at their prefill (their places in the
@@ -203,6 +208,7 @@ def test_the_prefill_budget_admits_the_newest_newcomers_and_never_holds_back_a_p
     assert [j.ctx for j in fair_share([*fresh, stepping, next_sentence], 3, now)] == ["n0", "n1", "n2"]
 
 
+@pytest.mark.slow
 def test_speculating_and_plain_contexts_share_a_batch(tiny_voice):
     """Blocks of different lengths (a draft of 3 beside plain steps) padded into one pass."""
     plain = SynthesisOptions(DecodeConfig(SamplingConfig(temperature=0), seed=2, gamma=0))
@@ -307,6 +313,7 @@ def test_past_its_cap_a_tick_serves_the_least_slack_first():
     assert [j.ctx for j in fair_share(crowd + [ahead], 2, now)] == ["c0", "ahead"]
 
 
+@pytest.mark.slow
 def test_a_grouped_voice_batches_with_each_contexts_offline_audio(tmp_path_factory):
     """Two frames a step (issue 36): contexts of a grouped voice share ticks, speculating or not,
     and each one's audio is what it synthesizes alone."""

@@ -132,6 +132,7 @@ def test_round_trip_equals_offline_synthesis_sample_for_sample(tiny_voice):
     assert whole.ttfa_s > 0 and len(whole.arrivals) > 1
 
 
+@pytest.mark.slow
 def test_contexts_share_a_socket_and_sockets_share_the_server(tiny_voice, parse_exposition):
     texts = {"a": "Good morning. How are you?", "b": "It is late.", "c": "One. Two. Three."}
     expected = {cid: offline(tiny_voice, t) for cid, t in texts.items()}
@@ -188,6 +189,7 @@ def test_flush_releases_unfinished_text_and_acks_after_its_audio(tiny_voice):
     assert ack == {"type": "flushed", "context_id": "unknown", "flush_id": 9}
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_context_and_nothing_follows_the_ack(tiny_voice, parse_exposition):
     long_text = " ".join(f"Sentence number {w} is here." for w in ("one", "two", "three", "four", "five", "six"))
 
@@ -302,6 +304,7 @@ def test_at_capacity_is_refused_with_an_error_and_1013(tiny_voice, parse_exposit
     assert m['voicespec_errors_total{code="at_capacity"}'] == 1
 
 
+@pytest.mark.slow
 def test_a_slow_reader_slows_only_itself(tiny_voice):
     """A client that stops reading fills its own queue; the worker then skips its context and
     other sessions complete. When it reads again it gets all its audio, in order, intact."""
@@ -379,6 +382,7 @@ def test_latency_budget_runs_adaptive_gamma_and_caps_each_step(tiny_voice, monke
     assert tight["drafted"] == probe and tight["gamma_mean"] == round(probe / tight["target_passes"], 3)
 
 
+@pytest.mark.slow
 def test_pacing_keeps_audio_near_real_time(tiny_voice):
     lead = 0.1
     text = "One sentence here. Another one there. A third one now. And the last."
@@ -604,6 +608,7 @@ def test_a_flood_of_hostile_messages_leaves_a_well_behaved_session_exact(tiny_vo
     assert m.get('voicespec_errors_total{code="internal"}', 0) == 0
 
 
+@pytest.mark.slow
 def test_connection_budgets_close_floods_stalls_and_sockets_that_never_start(tiny_voice, parse_exposition):
     """Issue 17's fairness limits, each a documented fatal error and close: more messages per
     second than the budget (4002), no `start` in time (4001), a second session from one address
@@ -744,6 +749,7 @@ def test_client_stats_feed_underrun_metrics(tiny_voice, parse_exposition):
 # ----------------------------------------------------------------------------- command line
 
 
+@pytest.mark.slow
 def test_client_command_writes_the_file_and_reports_streaming(tiny_voice, tmp_path, capsys, parse_exposition):
     from voicespec.cli import main
 
@@ -762,6 +768,7 @@ def test_client_command_writes_the_file_and_reports_streaming(tiny_voice, tmp_pa
     assert "voicespec_client_underruns_total" in m  # the client reported its playout
 
 
+@pytest.mark.slow
 def test_a_repeated_text_is_replayed_from_the_frame_cache(tiny_voice, tiny_voice_dir, parse_exposition):
     """A server that loads its own voice gets a frame cache: the second request for a text sends the
     same bytes without decoding, and /metrics counts the hits."""
@@ -1305,6 +1312,7 @@ def test_a_bad_speed_on_a_first_text_ends_that_context_like_a_bad_seed(tiny_voic
     assert speed["context_ended"] is True and seed["context_ended"] is True
 
 
+@pytest.mark.slow
 def test_an_ssml_text_message_is_spoken_as_offline_and_bad_markup_is_a_context_error(tiny_voice):
     """``text_format: "ssml"`` (or a ``<speak>`` root): one whole document per message, after the
     context's text before it; its break is exact silence. Malformed markup: ``bad_text``."""
@@ -1334,6 +1342,7 @@ def test_an_ssml_text_message_is_spoken_as_offline_and_bad_markup_is_a_context_e
     assert errors[-1]["code"] == "bad_text" and "malformed SSML" in errors[-1]["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [0, 1], ids=["threads", "process"])
 def test_durations_are_predicted_with_the_text_not_on_the_decode_thread(aligned_voice_dir, monkeypatch, processes):
     """The duration predictor is text work (~3 ms a sentence): it runs where the front end runs (a

@@ -113,6 +113,7 @@ def test_no_worker_outlives_a_killed_server(aligned_voice_dir):
     assert not _alive(pid)
 
 
+@pytest.mark.slow
 def test_workers_run_the_servers_voicespec_whatever_the_working_directory(aligned_voice_dir, tmp_path):
     """A forkserver starts in the working directory: a checkout of another voicespec there must
     not stand in for the server's own code in its workers."""

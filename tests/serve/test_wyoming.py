@@ -58,6 +58,7 @@ def offline(server, voice, text: str) -> np.ndarray:
     return to_int16(collect(Synthesizer(voice).stream(text, options)).pcm)
 
 
+@pytest.mark.slow
 def test_describe_synthesize_and_streaming_synthesize(tiny_voice):
     async def main(server):
         client = AsyncTcpClient("127.0.0.1", server.wyoming_port)
@@ -102,6 +103,7 @@ def test_describe_synthesize_and_streaming_synthesize(tiny_voice):
         assert not server.wyoming.active
 
 
+@pytest.mark.slow
 def test_ssml_whole_and_streamed_is_spoken_as_offline(tiny_voice):
     doc = '<speak>Hello there. <break time="500ms"/> Second one.</speak>'
 

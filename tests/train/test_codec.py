@@ -47,6 +47,7 @@ def _fake_corpus(folder, n=6, sr=24000):
     (folder / "manifest.jsonl").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_training_runs_resumes_and_exports(tmp_path):
     _fake_corpus(tmp_path / "data")
     codec_config = TINY_CODEC
@@ -83,6 +84,7 @@ def test_training_runs_resumes_and_exports(tmp_path):
     assert [r["step"] for r in records if "heldout" in r] == [5, 10]  # evaluated every 5 steps, across the resume
 
 
+@pytest.mark.slow
 def test_a_new_run_can_start_from_an_exported_codec(tmp_path):
     _fake_corpus(tmp_path / "data")
     first = train_codec(tmp_path / "data", tmp_path / "a", TINY_CODEC, TINY_RUN, **QUIET)
@@ -92,6 +94,7 @@ def test_a_new_run_can_start_from_an_exported_codec(tmp_path):
     assert _steps(second) == 5  # the start's 3 steps count towards the budget: it trained 2 more
 
 
+@pytest.mark.slow
 def test_decoder_only_training_keeps_every_code(tmp_path):
     """The LM speaks the codec's codes: a decoder-only run may improve the sound, never the tokens."""
     _fake_corpus(tmp_path / "data")
@@ -123,6 +126,7 @@ def test_gpu_runs_export_codecs_that_load_and_match_on_the_cpu(tmp_path):
 # --- the istft decoder -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fresh_istft_decoder_on_a_trained_encoder_keeps_every_code(tmp_path):
     """The shipped recipe on tiny settings: a SEANet codec, then `train codec --init-from it
     --decoder istft --decoder-only` and `train ship-codec`, through the command line."""
@@ -157,6 +161,7 @@ def test_fresh_istft_decoder_on_a_trained_encoder_keeps_every_code(tmp_path):
     assert (samples / "codec-mels.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_whole_codec_trains_with_the_istft_decoder(tmp_path):
     _fake_corpus(tmp_path / "data")
     cfg = dataclasses.replace(TINY_CODEC, decoder="istft", decoder_dim=32, decoder_layers=2)
@@ -165,6 +170,7 @@ def test_a_whole_codec_trains_with_the_istft_decoder(tmp_path):
     assert codec.decode(codec.encode(torch.randn(1600) * 0.1)).shape == (1600,)
 
 
+@pytest.mark.slow
 def test_adversarial_decoder_training_keeps_every_code_and_resumes_both_players(tmp_path):
     """`--adversarial`: the discriminators train beside the decoder, ride in the checkpoint (a resume
     continues them), are never exported, and every code stays what it was."""

@@ -16,6 +16,7 @@ def corpus():
     return build_corpus(3000, seed=0)
 
 
+@pytest.mark.slow
 def test_corpus_is_deterministic(corpus):
     again = build_corpus(3000, seed=0)
     assert [(s.id, s.kind, s.raw, s.text) for s in again] == [(s.id, s.kind, s.raw, s.text) for s in corpus]

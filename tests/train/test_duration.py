@@ -51,6 +51,7 @@ def _synthetic_items(n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     return items
 
 
+@pytest.mark.slow
 def test_training_end_to_end(tmp_path, tiny_duration_config):
     torch.manual_seed(0)
     train, heldout = _synthetic_items(64, 0), _synthetic_items(8, 1)

@@ -135,6 +135,7 @@ def test_corpus_prompts_need_no_teacher(tmp_path):
     assert all(e["split"] == split_of(e["id"].split(".")[0]) and e["ids"] for e in examples)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["coarse", "grouped"])
 def test_the_heads_learn_from_the_features_the_target_computes_while_decoding(tmp_path, layout):
     """Teacher-forced over a sample, :class:`Features` holds the hidden states and input embeddings

@@ -45,6 +45,7 @@ def _setup(tmp_path, speech_corpus):
     return codec, model_config, config
 
 
+@pytest.mark.slow
 def test_target_and_draft_recipes_run_resume_export_and_decode(tmp_path, speech_corpus):
     codec, model_config, config = _setup(tmp_path, speech_corpus)
     run = tmp_path / "run"
@@ -239,6 +240,7 @@ def test_phoneme_recipe_coarse_first_end_to_end(tmp_path):
     assert torch.equal(frames(SynthesisOptions(replace(greedy, gamma=3), drafter="distilled")), plain)
 
 
+@pytest.mark.slow
 def test_a_grouped_target_trains_exports_and_speaks_its_tracks_frames(tmp_path, speech_corpus):
     """Two frames a step: the recipe trains the backbone on every other frame's coarse code and
     the fine stage on the rest (a short last step's missing slots left out), reports a loss per

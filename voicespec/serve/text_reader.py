@@ -187,12 +187,12 @@ class TextReader:
             script, durations = await self._run(voice, read_text, text, ssml, lexicon, options, self.FIRST_SENTENCES)
         finally:
             self._reading -= 1
-        later = [(ids, options.speed_of(script, i)) for i, (_, ids) in enumerate(script.sentences)]
-        for (ids, speed), d in zip(later, durations):
+        sentences = [(ids, options.speed_of(script, i)) for i, (_, ids) in enumerate(script.sentences)]
+        for (ids, speed), d in zip(sentences, durations):
             if d is not None:
                 voice.remember_durations(ids, speed, d)
-        if voice.duration is not None and len(durations) == self.FIRST_SENTENCES < len(later):  # none failed: read on
-            task = asyncio.create_task(self._read_later(voice, later[len(durations):]))
+        if voice.duration is not None and len(durations) == self.FIRST_SENTENCES < len(sentences):  # none failed: read on
+            task = asyncio.create_task(self._read_later(voice, sentences[len(durations):]))
             self._later.add(task)
             task.add_done_callback(self._later.discard)
         return script
