@@ -65,10 +65,9 @@ def test_later_sentences_wait_while_reads_wait(aligned_voice_dir, processes):
 
     async def read():
         script = await reader.read(voice, text, False, None, SynthesisOptions())
-        reader._reading += 1  # a read of another text under way
-        await asyncio.sleep(0.3)
-        waited = _known(voice, script, 1.0)
-        reader._reading -= 1
+        with reader._read_under_way():  # a read of another text
+            await asyncio.sleep(0.3)
+            waited = _known(voice, script, 1.0)
         await reader.settled()
         return script, waited
 

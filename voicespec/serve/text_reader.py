@@ -33,8 +33,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -46,7 +47,6 @@ from voicespec.threads import use_threads
 log = logging.getLogger("voicespec.serve")
 
 T = TypeVar("T")
-READ_POLL_S = 0.002  # how often a later sentence looks for a free worker while reads wait
 _VOICES: dict[str, Voice] = {}  # in a worker: the voices it has read for, by folder
 
 
@@ -130,6 +130,7 @@ class TextReader:
         self._folders: set[str] = set()  # the voices the workers load: a new pool loads them again
         self._lock = threading.Lock()  # the pool is made or replaced from the loop and from voice-loading threads
         self._reading = 0  # reads waiting for their first sentences: later sentences' jobs wait for none
+        self._idle: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None  # set while _reading is 0
         self._later: set[asyncio.Task] = set()  # the later sentences' durations under way
         self._closed = False
 
@@ -182,11 +183,8 @@ class TextReader:
 
     async def read(self, voice: Voice, text: str, ssml: bool | None, lexicon: Mapping[str, str] | None,
                    options: SynthesisOptions) -> Script:
-        self._reading += 1
-        try:
+        with self._read_under_way():
             script, durations = await self._run(voice, read_text, text, ssml, lexicon, options, self.FIRST_SENTENCES)
-        finally:
-            self._reading -= 1
         sentences = [(ids, options.speed_of(script, i)) for i, (_, ids) in enumerate(script.sentences)]
         for (ids, speed), d in zip(sentences, durations):
             if d is not None:
@@ -197,11 +195,32 @@ class TextReader:
             task.add_done_callback(self._later.discard)
         return script
 
+    def _idle_event(self) -> asyncio.Event:
+        """Set while no read waits; one for the running loop (a reader may outlive a loop: tests)."""
+        loop = asyncio.get_running_loop()
+        if self._idle is None or self._idle[0] is not loop:
+            self._idle = loop, asyncio.Event()
+            if not self._reading:
+                self._idle[1].set()
+        return self._idle[1]
+
+    @contextmanager
+    def _read_under_way(self) -> Iterator[None]:
+        """A read waits for its first sentences within: later sentences' jobs wait for its end."""
+        self._reading += 1
+        self._idle_event().clear()
+        try:
+            yield
+        finally:
+            self._reading -= 1
+            if not self._reading:
+                self._idle_event().set()
+
     async def _read_later(self, voice: Voice, sentences: list[tuple[list[int], float]]) -> None:
         """The durations of a read's later sentences, one a job, each once no read waits."""
         for ids, speed in sentences:
             while self._reading:
-                await asyncio.sleep(READ_POLL_S)
+                await self._idle_event().wait()
             if self._closed:
                 return
             try:
