@@ -153,9 +153,10 @@ class Voice:
     def remember_durations(self, token_ids: list[int], speed: float, durations: list[int]) -> None:
         """What :meth:`durations` gives for ``token_ids`` at ``speed``, worked out elsewhere (the
         server's front-end process, which loads the same folder): kept for the next ask."""
+        key = (tuple(token_ids), speed)
         with self._durations_lock:
-            self._durations[(tuple(token_ids), speed)] = tuple(durations)
-            self._durations.move_to_end((tuple(token_ids), speed))
+            self._durations[key] = tuple(durations)
+            self._durations.move_to_end(key)
             while len(self._durations) > DURATIONS_KEPT:
                 self._durations.popitem(last=False)
 

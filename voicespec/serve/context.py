@@ -3,7 +3,8 @@ WebSocket protocol, the OpenAI endpoint, Wyoming): the session core the doors sh
 
 Text comes whole or piece by piece; each complete sentence goes through the front end once, in a
 process of its own (:mod:`~voicespec.serve.text_reader`: its cost grows with the text, and neither
-the event loop every connection shares nor the decode thread waits for it), and on to the context's stream, created with its first speakable text. How the worker's items
+the event loop every connection shares nor the decode thread waits for it), and on to the
+context's stream, created with its first speakable text. How the worker's items
 leave (an outgoing WebSocket queue, an iterator for HTTP and Wyoming) is the door's:
 :meth:`Context.on_item`.
 """
