@@ -28,12 +28,15 @@ serve: $(SERVE_STAMP)
 
 # PYTHONNODEBUGRANGES: no column tables, so tracebacks formatted on the servers' threads never call
 # ast.parse, which in CPython 3.11 races with pytest's own parsing (gh-106905; see tests/conftest.py).
+# One pytest-xdist worker a CPU (at most 4: each holds its own voices); tests that share a Ray
+# cluster name one xdist_group, so one worker runs them in turn.
+XDIST := -n auto --maxprocesses 4 --dist loadgroup
 test: $(STAMP)
-	PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -q
+	PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -q $(XDIST)
 
 # The fast tier (under 2 minutes on 2 cores): everything but the tests marked slow.
 test-fast: $(STAMP)
-	PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -q -m "not slow"
+	PYTHONNODEBUGRANGES=1 $(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 # Wheels of the dependencies a device machine lacks (it has torch and transformers, no network):
 # carry .gpu-wheels with the call that runs scripts/gpu-check.sh.

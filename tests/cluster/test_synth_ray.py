@@ -11,7 +11,8 @@ ray = pytest.importorskip("ray")
 
 from voicespec.cli import main  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# One Ray cluster at a time: under pytest-xdist both modules run on one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 LINES = [
     {"id": "a", "text": "Hello there. How are you?"},

@@ -1257,6 +1257,7 @@ def test_the_front_end_runs_off_the_event_loop(aligned_voice_dir, monkeypatch, p
         return loop_thread[0]
 
     with running(aligned_voice, text_processes=processes) as server:
+        server.text_reader.warm(aligned_voice, wait=True)  # until the worker has the voice, reads run here
         threads.clear()  # the voice's warm-up at start
         loop_thread = run(go(server))
     if processes:  # read in the worker: nothing here but the durations it handed back
@@ -1369,6 +1370,7 @@ def test_durations_are_predicted_with_the_text_not_on_the_decode_thread(aligned_
             return await c.synthesize(TEXT)
 
     with running(voice, text_processes=processes) as server:
+        server.text_reader.warm(voice, wait=True)  # until the worker has the voice, reads run here
         threads.clear()  # the voice's warm-up at start
         result = run(go(server))
     # one call per sentence, none on the decode thread; none at all here when the worker read them

@@ -78,7 +78,8 @@ def test_vocabulary_is_broad_and_unseen_words_never_reach_training(corpus):
     core = core_words()
     words = Counter(w for s in corpus for w in re.findall(r"[a-z]+", s.text))
     assert not [w for w in words if is_unseen(w, core)]  # no training sentence holds a held-out word
-    assert len(words) > 2000 and sum(w in set(dictionary_words()) for w in words) > 0.9 * len(words)
+    dictionary = set(dictionary_words())
+    assert len(words) > 2000 and sum(w in dictionary for w in words) > 0.9 * len(words)
     assert {"people", "lexicon"} <= {s.kind for s in corpus}
     unseen = unseen_word_sentences(20, seed=0, core=core)
     assert unseen == unseen_word_sentences(20, seed=0, core=core)  # deterministic

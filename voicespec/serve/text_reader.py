@@ -12,8 +12,9 @@ A worker loads each voice it is asked for from the voice's folder (its weights a
 so the copy costs little memory) and returns the script and the sentences' durations, which the
 server's voice remembers, so the decode thread does not predict them. Workers start from a
 forkserver (a clean process that imported torch once), never by forking the threaded server.
-A voice built in memory (no folder), ``processes == 0``, or a worker that died: the text is read on
-a thread of the server's process, as before.
+A voice built in memory (no folder), ``processes == 0``, a voice the workers are still loading (a
+server answers before its worker is up), or a worker that died: the text is read on a thread of the
+server's process, which has the voice's front end loaded too.
 
 A read waits for the first sentence's durations only: the later sentences' are worked out after it,
 one sentence a job, each once no read is waiting, so a burst of newcomers' first sentences never
@@ -34,7 +35,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -127,8 +129,12 @@ class TextReader:
             raise ValueError(f"processes must be >= 0, got {processes}")
         self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
-        self._folders: set[str] = set()  # the voices the workers load: a new pool loads them again
-        self._lock = threading.Lock()  # the pool is made or replaced from the loop and from voice-loading threads
+        # The voices the workers load (a new pool loads them again), each with its loads in the
+        # current pool: its text is read on a thread until they are done.
+        self._loads: dict[str, list[Future]] = {}
+        # The pool is made or replaced from the loop, from voice-loading threads and from a load's
+        # callback (which runs at once, here, on a load that has ended already).
+        self._lock = threading.RLock()
         self._reading = 0  # reads waiting for their first sentences: later sentences' jobs wait for none
         self._idle: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None  # set while _reading is 0
         self._later: set[asyncio.Task] = set()  # the later sentences' durations under way
@@ -144,9 +150,26 @@ class TextReader:
                 context.set_forkserver_preload(["torch"])
                 self._pool = ProcessPoolExecutor(self.processes, mp_context=context, initializer=_start_worker,
                                                  initargs=(_process_id(os.getpid()),))
-                for folder in self._folders:  # replacing a dead pool: its voices loaded again, not waited for
-                    self._pool.submit(_in_worker, folder, _warm_up)
+                for folder in self._loads:  # replacing a dead pool: its voices loaded again
+                    self._loads[folder] = self._load(self._pool, folder)
             return self._pool
+
+    def _load(self, pool: ProcessPoolExecutor, folder: str) -> list[Future]:
+        """Load the voice of ``folder`` in every worker of ``pool``; one that cannot is replaced."""
+        futures = [pool.submit(_in_worker, folder, _warm_up) for _ in range(self.processes)]
+        for future in futures:
+            future.add_done_callback(lambda f: self._loaded(pool, folder, f))
+        return futures
+
+    def _loaded(self, pool: ProcessPoolExecutor, folder: str, future: Future) -> None:
+        """A load's end: a voice that cannot load in a worker is read on threads; a dead worker is
+        replaced on the next read, and its voices loaded again."""
+        if future.cancelled() or future.exception() is None:
+            return
+        log.error("the text worker could not load voice %s; reading its text on threads for now", folder,
+                  exc_info=future.exception())
+        if isinstance(future.exception(), BrokenProcessPool):
+            self._drop(pool)
 
     def _drop(self, pool: ProcessPoolExecutor) -> None:
         """Forget a pool whose worker died (the next read starts another), unless that happened already."""
@@ -155,24 +178,39 @@ class TextReader:
                 self._pool = None
         pool.shutdown(wait=False, cancel_futures=True)
 
-    def warm(self, voice: Voice) -> None:
-        """Load ``voice`` in the workers now (blocking), so its first request does not pay it; a
-        worker that fails to is replaced on the next read (the reads go on, on a thread)."""
+    def warm(self, voice: Voice, wait: bool = False) -> None:
+        """Start loading ``voice`` in the workers, so its reads do not pay it; until they have, its
+        text is read on a thread here (a server answers at once instead of after a worker's start:
+        2.6 s cold on the 2-core VM). ``wait``: block until they have (tests)."""
         pool = None if voice.folder is None else self._executor()
         if pool is None:
             return
-        self._folders.add(str(voice.folder))
+        folder = str(voice.folder)
         try:
-            for future in [pool.submit(_in_worker, str(voice.folder), _warm_up) for _ in range(self.processes)]:
-                future.result()
-        except Exception:  # noqa: BLE001 - a worker that cannot start or load: served on threads until replaced
-            log.exception("the text worker could not load voice %s; reading its text on threads for now", voice.folder)
+            with self._lock:
+                if folder not in self._loads and self._pool is pool:
+                    self._loads[folder] = self._load(pool, folder)
+                loads = self._loads.get(folder, [])
+        except BrokenProcessPool:  # its worker died since: the next read starts another
             self._drop(pool)
+            return
+        if wait:
+            futures.wait(loads)
+
+    def _ready(self, voice: Voice) -> ProcessPoolExecutor | None:
+        """The pool, once it has loaded ``voice`` (which it starts to, if it has not); else None."""
+        if voice.folder is None or not self.processes:
+            return None
+        self.warm(voice)
+        with self._lock:
+            pool, loads = self._pool, self._loads.get(str(voice.folder), [])
+        done = loads and all(f.done() and not f.cancelled() and f.exception() is None for f in loads)
+        return pool if done else None
 
     async def _run(self, voice: Voice, work: Callable[..., T], *args: Any) -> T:
-        """``work(voice, *args)`` in a worker process, else (no folder, no processes, a worker that
-        died: others are started for the next call) on a thread."""
-        pool = None if voice.folder is None else self._executor()
+        """``work(voice, *args)`` in a worker process, else (no folder, no processes, the voice not
+        loaded there yet, a worker that died: others are started) on a thread."""
+        pool = self._ready(voice)
         if pool is not None:
             try:
                 return await asyncio.get_running_loop().run_in_executor(pool, _in_worker, str(voice.folder), work, *args)
