@@ -10,9 +10,11 @@ voice's first setting (same sentences, same seeds; the interval resamples senten
 seeds), which is what decides between arms: one run's WER moves by ±0.05 on its own. A setting is
 a JSON object of sampling fields over the voice's own (``{}`` is the voice as shipped;
 ``{"temperature": 0}`` is greedy, one seed). Run it alone on the machine:
-``python scripts/sampling_sweep.py [--voice A --voice B] --data data/teacher2 --n 30 --seeds 3 '{}' '{"temperature": 0.5}' --out sweep.json``."""
+``python scripts/sampling_sweep.py [--voice A --voice B] --data data/teacher2 --n 30 --seeds 3 '{}' '{"temperature": 0.5}' --out sweep.json``.
+``--fresh 6237`` instead of ``--data`` needs no teacher audio (the judges hear only the voices)."""
 
 import argparse
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -26,11 +28,17 @@ from voicespec.eval.dnsmos import dnsmos
 from voicespec.eval.whisper import whisper_judge
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
 from voicespec.pipeline.voice import load_voice
+from voicespec.train.corpus import iter_sentences
 
 parser = argparse.ArgumentParser()
 parser.add_argument("settings", nargs="+", help="JSON objects of sampling fields (the first is the baseline)")
 parser.add_argument("--voice", action="append", help="voice name or folder (repeat to compare; default: the default voice)")
-parser.add_argument("--data", required=True, help="teacher corpus (its held-out split)")
+source = parser.add_mutually_exclusive_group(required=True)
+source.add_argument("--data", help="teacher corpus (its held-out split)")
+source.add_argument("--fresh", type=int, metavar="START",
+                    help="instead, the corpus grammar's sentences (seed 0) from id START on: from 6237 on, past the "
+                         "last of data/teacher2, none any shipped voice trained on, and none of the held-out ones "
+                         "`voicespec evaluate` judges (a choice made on them is judged apart from them)")
 parser.add_argument("--n", type=int, default=30)
 parser.add_argument("--seeds", type=int, default=3)
 parser.add_argument("--threads", type=int, default=1)
@@ -38,7 +46,10 @@ parser.add_argument("--out", default=None, help="JSON report")
 args = parser.parse_args()
 torch.set_num_threads(args.threads)
 
-clips = heldout_clips(Path(args.data), args.n)
+if args.data:
+    texts = [text for _, text, _, _ in heldout_clips(Path(args.data), args.n)]
+else:
+    texts = [s.text for s in itertools.islice(iter_sentences(0), args.fresh, args.fresh + args.n)]
 judge = whisper_judge()
 per: dict[str, list[dict]] = {}  # "voice setting" -> per clip: sentence, seed, word errors, words, DNSMOS
 voices: list[str] = []  # as loaded
@@ -53,7 +64,7 @@ for name in args.voice or [None]:
         if arm in per:
             raise SystemExit(f"{arm}: given twice")
         rows = per[arm] = []
-        for i, (_, text, _, _) in enumerate(clips):
+        for i, text in enumerate(texts):
             for s in seeds:
                 stream = synth.stream(text, SynthesisOptions(DecodeConfig(sampling, gamma=0, seed=s + 100 * i), drafter="none"))
                 pcm = torch.cat([c.pcm for c in stream])
@@ -94,7 +105,7 @@ def paired(base: list[dict], rows: list[dict]) -> dict:
     return out
 
 
-report = {"voices": voices, "sentences": len(clips), "seeds": args.seeds, "settings": {}}
+report = {"voices": voices, "sentences": len(texts), "source": args.data or f"fresh from {args.fresh}", "seeds": args.seeds, "settings": {}}
 base = next(iter(per.values()))
 for setting, rows in per.items():
     entry = {"summary": summary(rows), "minus_first": paired(base, rows), "clips": rows}

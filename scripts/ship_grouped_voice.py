@@ -8,7 +8,7 @@ decoder shipped there (``voicespec train ship-codec``) serves both voices, and t
 one copy. Reproduces ``voicespec/voices/voicespec-tiny-g2`` from the runs of docs/voice.md:
 
     python scripts/ship_grouped_voice.py --voice runs/fine-g2/voice --evaluation runs/eval-g2b.json \\
-        --command "voicespec train lm ... (the target's recipe)" --dest voicespec/voices/voicespec-tiny-g2
+        --command "voicespec train lm ... (the target's recipe)" --decoding greedy --dest voicespec/voices/voicespec-tiny-g2
 """
 
 import argparse
@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from voicespec.pipeline.drafters import BUILTIN, EARLY_EXIT
-from voicespec.pipeline.voice import DEFAULT_VOICE, PART_FOLDERS, VOICE_FILE, Voice
+from voicespec.pipeline.voice import DECODINGS, DEFAULT_VOICE, PART_FOLDERS, VOICE_FILE, Voice
 from voicespec.train.ship import ship_target
 
 
@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--drafters", default="feature", help="comma-separated drafters to ship (the rest stay behind)")
     ap.add_argument("--evaluation", type=Path, help="a `voicespec evaluate` report of this voice, for the card")
     ap.add_argument("--command", required=True, help="the command that trained the target, for the card")
+    ap.add_argument("--decoding", choices=DECODINGS, help="how it decodes by default (default: as the assembled voice)")
     args = ap.parse_args()
 
     sibling, drafters = args.dest.parent / args.shares, args.drafters.split(",")
@@ -60,6 +61,8 @@ def main() -> None:
     if args.dest.resolve() == sibling.resolve() or args.voice.resolve().is_relative_to(args.dest.resolve()):
         raise SystemExit(f"{args.dest} holds the voice it would share parts with, or the one it ships")
     config = voice_config(args.voice, sibling, args.name, drafters)
+    if args.decoding:
+        config["decoding"] = args.decoding
     evaluation = json.loads(args.evaluation.read_text()) if args.evaluation else None
     if args.dest.exists():
         shutil.rmtree(args.dest)

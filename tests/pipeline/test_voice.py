@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from voicespec.pipeline.voice import Voice
+from voicespec.serve.config import ServerConfig
 
 
 def test_voice_folder_checks(tiny_voice_dir, tmp_path):
@@ -36,6 +37,24 @@ def test_codec_blocks_are_checked_when_the_voice_loads(tiny_voice, first, most):
     config = dataclasses.replace(tiny_voice.config, codec_chunk_frames=first, codec_chunk_max_frames=most)
     with pytest.raises(ValueError, match="codec_chunk_frames / codec_chunk_max_frames"):
         Voice(config, tiny_voice.codec, tiny_voice.target, {})
+
+
+def test_a_greedy_voice_samples_with_its_own_settings_when_asked(tiny_voice):
+    """``decoding: greedy``: argmax by default; a request for a temperature, an evaluation's sampled
+    rows and a benchmark's sampling mode sample with the rest of the voice's ``sampling``."""
+    from voicespec.serve.requests import Asked, request_options
+
+    config = dataclasses.replace(tiny_voice.config, sampling={"temperature": 0.7, "top_k": 50}, decoding="greedy")
+    voice = Voice(config, tiny_voice.codec, tiny_voice.target, {})
+    assert (voice.sampling.temperature, voice.sampling.top_k) == (0, 50) and voice.sampling.greedy
+    assert (voice.sampled.temperature, voice.sampled.top_k) == (0.7, 50)
+    asked = request_options(voice, ServerConfig(), Asked(sampling={"temperature": 0.9})).decode.sampling
+    assert (asked.temperature, asked.top_k) == (0.9, 50)
+    sampled = Voice(dataclasses.replace(config, decoding="sampled"), tiny_voice.codec, tiny_voice.target, {})
+    assert sampled.sampling == sampled.sampled == voice.sampled
+    for bad in ("argmax", None, ["greedy"]):
+        with pytest.raises(ValueError, match="decoding must be one of sampled, greedy"):
+            Voice(dataclasses.replace(config, decoding=bad), tiny_voice.codec, tiny_voice.target, {})
 
 
 def test_voice_parts_must_agree_about_the_track(aligned_voice, tiny_voice):

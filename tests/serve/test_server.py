@@ -1199,9 +1199,11 @@ def test_voices_endpoint_and_protocol_page(tiny_voice):
         page = http_get(server, "/protocol")
     first = voices["voices"][0]
     assert voices["default"] == tiny_voice.name and first["name"] == tiny_voice.name and first["loaded"]
-    assert first["drafters"] == tiny_voice.drafter_names and first["speed"] is False
-    shipped = {v["name"]: v for v in voices["voices"]}.get("voicespec-tiny")
+    assert first["drafters"] == tiny_voice.drafter_names and first["speed"] is False and first["decoding"] == "sampled"
+    listed = {v["name"]: v for v in voices["voices"]}
+    shipped = listed.get("voicespec-tiny")
     assert shipped is not None and not shipped["loaded"] and shipped["speed"] and "feature" in shipped["drafters"]
+    assert shipped["decoding"] == "sampled" and listed["voicespec-tiny-g2"]["decoding"] == "greedy"
     assert page[0] == 200 and page[1].startswith("text/html") and "<table>" in page[2] and "<h1>" in page[2]
 
 

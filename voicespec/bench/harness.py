@@ -87,7 +87,7 @@ class Bench:
         out: dict[str, Any] = {"peers": {p.name: p.settings for p in self.peers}, "modes": {}}
         for mode in cfg.modes:
             greedy = mode == "greedy"
-            sampling = SamplingConfig(temperature=0) if greedy else self.voice.sampling
+            sampling = SamplingConfig(temperature=0) if greedy else self.voice.sampled  # sampling even for a greedy voice
             methods: list[Method] = [*(m for m in engine if greedy or not m.greedy_only), *(self.peers if greedy else [])]
             _log(f"decode {mode}: {len(methods)} methods x {len(self.cases)} sentences x {cfg.repeats} rounds")
             runs = run_interleaved(methods, self.cases, sampling, cfg.repeats, cfg.warmup, cfg.seed, _log)

@@ -117,7 +117,7 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
     and pooled; teacher, resynthesis and greedy rows once."""
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
-    sampled = DecodeConfig(voice.sampling, gamma="auto")
+    sampled = DecodeConfig(voice.sampled, gamma="auto")  # how it samples, whatever it does by default
     greedy = DecodeConfig(SamplingConfig(temperature=0), gamma="auto", seed=seeds[0])
     generated = [("sampled_plain", 0, "none", 0, sampled), ("sampled_spec", None, drafter, 0, sampled)]
     if lossy_top_k:
@@ -178,7 +178,8 @@ def evaluate_voice(voice: Voice, heldout: list, unseen: list, drafter: str | Non
     names = {"pocketsphinx": PocketSphinxJudge.name, "whisper": WhisperJudge.name,
              "dnsmos": "DNSMOS P.835 + P.808 (speechmos ONNX models)"}
     report: dict[str, Any] = {"voice": voice.name, "codec": voice.codec.config.extra.get("training", {}).get("recipe"),
-                              "drafter": drafter, "sampling": voice.config.sampling, "seeds": list(seeds),
+                              "drafter": drafter, "sampling": voice.config.sampling,
+                              "decoding": voice.config.decoding, "seeds": list(seeds),
                               "judges": {j: names[j] for j in judges},
                               "interval": "ci95: percentile bootstrap over sentences (seeds kept together), 2000 draws"}
     if lossy_top_k:

@@ -58,7 +58,11 @@ class VoiceConfig:
     name: str
     tokenizer: dict[str, Any]
     text_offset: int = 0  # LM id of tokenizer id 0 (flat layouts share one vocabulary)
-    sampling: dict[str, Any] = field(default_factory=dict)  # SamplingConfig defaults that sound best
+    sampling: dict[str, Any] = field(default_factory=dict)  # SamplingConfig defaults that sound best when sampling
+    # How the voice decodes by default: "sampled" (with ``sampling``) or "greedy" (argmax; a request
+    # that asks for a temperature samples with the rest of ``sampling``). Evaluations and benchmarks
+    # sample with ``sampling`` either way (Voice.sampled).
+    decoding: str = "sampled"
     ngram: dict[str, int] = field(default_factory=dict)  # NGramDrafter settings tuned for this voice
     default_drafter: str = "ngram"
     max_frames_per_char: int = 25  # runaway guard: no sentence decodes longer than this
@@ -73,6 +77,7 @@ class VoiceConfig:
     info: dict[str, Any] = field(default_factory=dict)  # provenance and metrics for the model card
 
 
+DECODINGS = ("sampled", "greedy")  # VoiceConfig.decoding
 PART_FOLDERS = ("codec", "duration")  # VoiceConfig's keys that name a folder relative to the voice's
 DURATIONS_KEPT = 4096  # sentences whose durations a voice remembers
 
@@ -111,6 +116,8 @@ class Voice:
         if bool(self.track_positions) != (duration is not None):
             need = "needs a duration predictor" if self.track_positions else "has a duration predictor but its target takes no track"
             raise ValueError(f"voice {config.name!r} {need}")
+        if config.decoding not in DECODINGS:
+            raise ValueError(f"voice {config.name!r}: decoding must be one of {', '.join(DECODINGS)}, got {config.decoding!r}")
         if not config.speaking_rate > 0:
             raise ValueError(f"voice {config.name!r}: speaking_rate must be positive, got {config.speaking_rate}")
         try:
@@ -133,6 +140,13 @@ class Voice:
 
     @property
     def sampling(self) -> SamplingConfig:
+        """How the voice decodes when nothing else is asked for (its ``decoding``)."""
+        sampled = self.sampled
+        return replace(sampled, temperature=0) if self.config.decoding == "greedy" else sampled
+
+    @property
+    def sampled(self) -> SamplingConfig:
+        """How the voice samples: its sampled rows in ``evaluate``, its sampling mode in ``bench``."""
         return SamplingConfig(**self.config.sampling)
 
     def durations(self, token_ids: list[int], speed: float = 1.0) -> list[int] | None:

@@ -95,7 +95,8 @@ class VoiceSet:
         return voice
 
     def describe(self) -> list[dict[str, Any]]:
-        """For ``GET /v1/voices``: each voice's rate, drafters and abilities; an unloaded one
+        """For ``GET /v1/voices``: each voice's rate, drafters, default decoding ("greedy": a seed changes
+        nothing unless a temperature is asked for) and abilities; an unloaded one
         described from its folder (its drafters: the built-in ones and those it ships)."""
         out = []
         for name in self._names:
@@ -105,7 +106,8 @@ class VoiceSet:
             elif voice is not None:
                 out.append({"name": name, "loaded": True, "sample_rate": voice.codec.sample_rate,
                             "drafters": voice.drafter_names, "default_drafter": voice.config.default_drafter,
-                            "speed": voice.duration is not None, "timestamps": voice.duration is not None})
+                            "decoding": voice.config.decoding, "speed": voice.duration is not None,
+                            "timestamps": voice.duration is not None})
             else:
                 try:
                     out.append(describe_folder(name))
@@ -125,4 +127,5 @@ def describe_folder(name: str) -> dict[str, Any]:
     shipped = sorted(d.name for d in drafters.iterdir() if d.is_dir()) if drafters.is_dir() else []
     timed = bool(cfg.get("duration"))
     return {"name": name, "loaded": False, "sample_rate": codec.get("sample_rate"), "drafters": [*BUILTIN, *shipped],
-            "default_drafter": cfg.get("default_drafter", "ngram"), "speed": timed, "timestamps": timed}
+            "default_drafter": cfg.get("default_drafter", VoiceConfig.default_drafter),
+            "decoding": cfg.get("decoding", VoiceConfig.decoding), "speed": timed, "timestamps": timed}
