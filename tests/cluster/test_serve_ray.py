@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 import urllib.request
 
 import pytest
@@ -24,6 +25,9 @@ from voicespec.serve.config import ServerConfig  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 MAX_STEPS = 24
+# Seconds for a socket to open through the ingress: beside another pytest-xdist worker the first one
+# took longer than websockets' default 10 s (a CI run of 2026-12-07).
+OPEN_S = 60
 TEXT = "Hello there. Second one."
 START = {"sample_rate": 16000, "seed": 11, "gamma": 2, "drafter": "draft-model", "temperature": 0.9, "top_k": 30}
 
@@ -44,7 +48,17 @@ def cluster(tiny_voice_dir):
     config = ServerConfig(voice=str(tiny_voice_dir), max_steps=MAX_STEPS, ping_interval_s=None, frame_cache_mb=0)
     serve.run(build_app(config, RayServeConfig(replicas=2, min_replicas=2, max_replicas=2, replica_cpus=0.5)),
               name="voicespec", route_prefix="/")
-    yield f"127.0.0.1:{port}"
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 120  # both replicas up and answering through the ingress
+    while True:
+        try:
+            if len(json.loads(get(address, "/healthz")[1])["replicas"]) == 2:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        assert time.monotonic() < deadline, "the Serve app did not come up"
+        time.sleep(0.5)
+    yield address
     serve.shutdown()
     ray.shutdown()
 
@@ -65,7 +79,7 @@ def get(cluster: str, path: str) -> tuple[int, bytes]:
 
 def test_round_trip_through_the_ingress_equals_offline_synthesis(cluster, tiny_voice):
     async def go():
-        async with TTSClient(f"ws://{cluster}/v1/stream") as client:
+        async with TTSClient(f"ws://{cluster}/v1/stream", open_timeout=OPEN_S) as client:
             ready = await client.start(**START)
             return ready, await client.synthesize(TEXT)
 
@@ -84,7 +98,7 @@ def test_a_killed_replica_ends_only_its_own_sessions(cluster, tiny_voice):
     long_text = " ".join(["Hello there, this is a longer sentence."] * 4)
 
     async def session(name: str, started: asyncio.Event):
-        async with TTSClient(f"ws://{cluster}/v1/stream") as client:
+        async with TTSClient(f"ws://{cluster}/v1/stream", open_timeout=OPEN_S) as client:
             await client.start(**START, pacing_lead_ms=50)
             chunks = []
             try:
