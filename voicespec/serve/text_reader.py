@@ -35,8 +35,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent import futures
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait as wait_all
 from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -156,10 +155,10 @@ class TextReader:
 
     def _load(self, pool: ProcessPoolExecutor, folder: str) -> list[Future]:
         """Load the voice of ``folder`` in every worker of ``pool``; one that cannot is replaced."""
-        futures = [pool.submit(_in_worker, folder, _warm_up) for _ in range(self.processes)]
-        for future in futures:
-            future.add_done_callback(lambda f: self._loaded(pool, folder, f))
-        return futures
+        loads = [pool.submit(_in_worker, folder, _warm_up) for _ in range(self.processes)]
+        for load in loads:
+            load.add_done_callback(lambda f: self._loaded(pool, folder, f))
+        return loads
 
     def _loaded(self, pool: ProcessPoolExecutor, folder: str, future: Future) -> None:
         """A load's end: a voice that cannot load in a worker is read on threads; a dead worker is
@@ -195,7 +194,7 @@ class TextReader:
             self._drop(pool)
             return
         if wait:
-            futures.wait(loads)
+            wait_all(loads)
 
     def _ready(self, voice: Voice) -> ProcessPoolExecutor | None:
         """The pool, once it has loaded ``voice`` (which it starts to, if it has not); else None."""
