@@ -34,7 +34,7 @@ args = parser.parse_args()
 torch.set_num_threads(args.threads)
 voice = load_voice(None)
 drafter = voice.drafter(args.drafter)
-sampling = voice.sampling if args.mode == "sampling" else SamplingConfig(temperature=0)
+sampling = voice.sampled if args.mode == "sampling" else SamplingConfig(temperature=0)
 texts = [line.strip() for line in Path("samples/prompts.txt").read_text().splitlines() if line.strip()]
 prompts = [voice.prompt(ids) for text in texts for _, ids in voice.frontend.sentences(text)]
 prompts = (prompts * -(-args.batch // len(prompts)))[: max(args.batch, len(prompts))]

@@ -31,12 +31,12 @@ def main() -> None:
                "invariant 4": ("invariant", 4), "residual 4": ("residual", 4)}
     for text in TEXTS[:1]:  # warm-up
         for coupling, gamma in methods.values():
-            list(SynthesisStream(voice, text, SynthesisOptions(DecodeConfig(voice.sampling, gamma=gamma, seed=0))))
+            list(SynthesisStream(voice, text, SynthesisOptions(DecodeConfig(voice.sampled, gamma=gamma, seed=0))))
     per = {m: [] for m in methods}  # decode seconds per audio second, per run
     for seed in range(1, args.seeds + 1):
         for text in TEXTS:
             for name, (coupling, gamma) in methods.items():
-                sampling = replace(voice.sampling, coupling=coupling)
+                sampling = replace(voice.sampled, coupling=coupling)
                 stream = SynthesisStream(voice, text, SynthesisOptions(DecodeConfig(sampling, gamma=gamma, seed=seed)))
                 list(stream)
                 per[name].append(stream.stats.decode.total_s / (stream.stats.samples / stream.stats.sample_rate))

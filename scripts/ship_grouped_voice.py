@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from voicespec.pipeline.drafters import BUILTIN, EARLY_EXIT
-from voicespec.pipeline.voice import DECODINGS, DEFAULT_VOICE, PART_FOLDERS, VOICE_FILE, Voice
+from voicespec.pipeline.voice import BASE_VOICE, DECODINGS, PART_FOLDERS, VOICE_FILE, Voice
 from voicespec.train.ship import ship_target
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--voice", type=Path, required=True, help="the assembled voice folder (its target and drafters)")
     ap.add_argument("--dest", type=Path, required=True, help="the new voice folder, beside the voice it shares parts with")
     ap.add_argument("--name", default="voicespec-tiny-g2")
-    ap.add_argument("--shares", default=DEFAULT_VOICE, help="the sibling voice whose codec/ and duration/ it uses")
+    ap.add_argument("--shares", default=BASE_VOICE, help="the sibling voice whose codec/ and duration/ it uses")
     ap.add_argument("--drafters", default="feature", help="comma-separated drafters to ship (the rest stay behind)")
     ap.add_argument("--evaluation", type=Path, help="a `voicespec evaluate` report of this voice, for the card")
     ap.add_argument("--command", required=True, help="the command that trained the target, for the card")

@@ -3,7 +3,7 @@ speculative decoding.
 
     import voicespec
 
-    voice = voicespec.Voice.from_pretrained()          # the shipped default voice, "voicespec-tiny"
+    voice = voicespec.Voice.from_pretrained()          # the shipped default voice, "voicespec-tiny-g2"
     audio = voice.say("Hello there.", seed=1)          # an Audio: .pcm, .sample_rate, .words, .stats
     audio.save("hello.wav")
     for chunk in voice.stream("A longer text, sentence by sentence."):

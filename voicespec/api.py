@@ -131,7 +131,7 @@ class LongTextSynthesizer(Synthesizer):
 
 
 class Voice(_voice.Voice):
-    """``Voice.from_pretrained("voicespec-tiny" | folder)``, then ``say`` or ``stream``."""
+    """``Voice.from_pretrained("voicespec-tiny-g2" | folder)``, then ``say`` or ``stream``."""
 
     def say(self, text: str | None = None, *, ssml: str | None = None, lexicon: Mapping[str, str] | None = None,
             **options: Any) -> Audio:

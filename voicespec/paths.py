@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent  # a checkout's root (samples/, .git); nothing here is needed installed
-SHIPPED_VOICES_DIR = PACKAGE_DIR / "voices"  # voices shipped with the package; voicespec-tiny is the default
+SHIPPED_VOICES_DIR = PACKAGE_DIR / "voices"  # voices shipped with the package; voicespec-tiny-g2 is the default
 STATIC_DIR = PACKAGE_DIR / "serve" / "static"  # the browser player and the protocol document
 SAMPLES_DIR = REPO_ROOT / "samples"
 

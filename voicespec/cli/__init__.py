@@ -120,7 +120,7 @@ def build_parser() -> Parser:
                         "0 picks a free port; off: none)")
     p.add_argument("--wyoming-port", type=A.door_port_arg, default=None,
                    help=f"the Wyoming door (Home Assistant) on this port, usually {WYOMING_PORT} (default: off)")
-    p.add_argument("--model", "--voice", dest="model", help="the default voice: a folder or an installed voice name (default: voicespec-tiny)")
+    p.add_argument("--model", "--voice", dest="model", help="the default voice: a folder or an installed voice name (default: voicespec-tiny-g2)")
     p.add_argument("--voices", type=lambda v: tuple(x for x in v.split(",") if x),
                    help="comma-separated voices clients may name besides the default, loaded on first use "
                         "(default: every installed voice)")

@@ -50,7 +50,12 @@ from voicespec.pipeline.frame_cache import FrameCache
 
 VOICE_FILE = "voice.json"
 LEXICON_FILES = ("lexicon.json", "lexicon.pls")  # a voice's own pronunciations, in its folder
-DEFAULT_VOICE = "voicespec-tiny"  # the voice shipped with the package, used when none is named
+# The shipped voices. The base voice (voice v2: one codec frame a backbone step; what `voicespec train ship`
+# makes) holds the codec, the duration predictor and the recognizer that the grouped voice uses too. The
+# grouped voice (two frames a step) is the default since stop 57: as intelligible and as natural by every
+# judge, and about half the CPU a second of audio (docs/voice.md, "The grouped voice becomes the default").
+BASE_VOICE = "voicespec-tiny"
+DEFAULT_VOICE = "voicespec-tiny-g2"  # used when none is named
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,7 @@ class Voice:
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path | None = None, *, device: str = "auto",
                         dtype: str = "float32") -> Voice:
-        """A voice by name (``"voicespec-tiny"``, the default; names are looked up as
+        """A voice by name (``"voicespec-tiny-g2"``, the default; names are looked up as
         :func:`resolve_voice` says) or folder, loaded quietly (no progress bars, no library warnings)."""
         with quiet_loading():
             return cls.load(resolve_voice(name_or_path), device, dtype)
@@ -328,7 +333,7 @@ def resolve_voice(spec: str | Path | None, voices_dirs: Sequence[Path] | None = 
     known = voice_names(dirs)
     where = ", ".join(str(d) for d in dirs)
     hint = (f"known voices: {', '.join(known)}" if known else
-            "no voices are installed: reinstall voicespec (its wheel ships voicespec-tiny), or point "
+            "no voices are installed: reinstall voicespec (its wheel ships voicespec-tiny-g2 and voicespec-tiny), or point "
             "VOICESPEC_VOICES at a folder of voice folders")
     raise FileNotFoundError(f"unknown voice {name!r}; looked in {where} ({hint}; a voice may also be given as a folder path)")
 

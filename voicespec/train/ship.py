@@ -13,7 +13,7 @@ from voicespec.lm.codec_lm import CodecLM
 from voicespec.frontend.duration import load_duration
 from voicespec.frontend.phonemes import PhonemeTokenizer
 from voicespec.frontend.text import CharTokenizer
-from voicespec.pipeline.voice import DEFAULT_VOICE, Voice, VoiceConfig
+from voicespec.pipeline.voice import BASE_VOICE, Voice, VoiceConfig
 from voicespec.eval.recognizer import load_asr
 from voicespec.train.card import DATA_NOTE
 from voicespec.train.lm import INFO_KEY
@@ -165,7 +165,7 @@ def ship_voice(target: Path, draft: Path, duration: Path, asr: Path, dest: Path,
                "forced alignment (training durations) and for character error rates in `voicespec evaluate`. Not a "
                "general ASR: it has only heard one synthetic voice.", commands["asr"])
     tokenizer = PhonemeTokenizer() if phonemes else CharTokenizer()
-    config = VoiceConfig(name=DEFAULT_VOICE, tokenizer=tokenizer.to_dict(), sampling=sampling, ngram=ngram,
+    config = VoiceConfig(name=BASE_VOICE, tokenizer=tokenizer.to_dict(), sampling=sampling, ngram=ngram,
                          default_drafter=default_drafter, duration="duration", info=info,
                          codec_chunk_frames=codec_chunk_frames, codec_chunk_max_frames=codec_chunk_max_frames)
     Voice.write_config(dest, config)
