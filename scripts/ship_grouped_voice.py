@@ -8,7 +8,8 @@ decoder shipped there (``voicespec train ship-codec``) serves both voices, and t
 one copy. Reproduces ``voicespec/voices/voicespec-tiny-g2`` from the runs of docs/voice.md:
 
     python scripts/ship_grouped_voice.py --voice runs/fine-g2/voice --evaluation runs/eval-g2b.json \\
-        --command "voicespec train lm ... (the target's recipe)" --decoding greedy --dest voicespec/voices/voicespec-tiny-g2
+        --command "voicespec train lm ... (the target's recipe)" --decoding greedy --drafter-weights int8 \\
+        --dest voicespec/voices/voicespec-tiny-g2
 """
 
 import argparse
@@ -17,6 +18,7 @@ import json
 import shutil
 from pathlib import Path
 
+from voicespec.lm.draft_heads import WEIGHTS
 from voicespec.pipeline.drafters import BUILTIN, EARLY_EXIT
 from voicespec.pipeline.voice import BASE_VOICE, DECODINGS, PART_FOLDERS, VOICE_FILE, Voice
 from voicespec.train.ship import ship_target
@@ -53,6 +55,9 @@ def main() -> None:
     ap.add_argument("--evaluation", type=Path, help="a `voicespec evaluate` report of this voice, for the card")
     ap.add_argument("--command", required=True, help="the command that trained the target, for the card")
     ap.add_argument("--decoding", choices=DECODINGS, help="how it decodes by default (default: as the assembled voice)")
+    ap.add_argument("--drafter-weights", choices=WEIGHTS,
+                    help="the weights its feature drafters draft from (default: as assembled); int8 drafts faster, "
+                         "and a draft's weights never change the output, only how much of it is accepted")
     args = ap.parse_args()
 
     sibling, drafters = args.dest.parent / args.shares, args.drafters.split(",")
@@ -69,6 +74,10 @@ def main() -> None:
     ship_target(args.voice / "target", args.dest, f"{args.name} target (codec LM, grouped)", args.command, evaluation)
     for name in drafters:
         shutil.copytree(args.voice / "drafters" / name, args.dest / "drafters" / name)
+        heads = args.dest / "drafters" / name / "config.json"
+        found = json.loads(heads.read_text())
+        if args.drafter_weights and found.get("kind") == "feature":
+            heads.write_text(json.dumps({**found, "inference_weights": args.drafter_weights}, indent=2) + "\n")
     (args.dest / VOICE_FILE).write_text(json.dumps(config, indent=2) + "\n")
     Voice.load(args.dest)  # the parts must fit together
     print(f"shipped {args.dest}: codec and duration from {args.shares}")

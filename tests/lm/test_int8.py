@@ -58,8 +58,9 @@ def test_inference_weights_are_checked():
         DraftHeadsConfig(inference_weights="int4")
 
 
-def test_the_shipped_feature_drafter_runs_int8():
+@pytest.mark.parametrize("voice", ["voicespec-tiny", "voicespec-tiny-g2"])
+def test_the_shipped_feature_drafters_run_int8(voice):
     from voicespec.paths import SHIPPED_VOICES_DIR
 
-    config = DraftHeadsConfig.read(SHIPPED_VOICES_DIR / "voicespec-tiny" / "drafters" / "feature")
+    config = DraftHeadsConfig.read(SHIPPED_VOICES_DIR / voice / "drafters" / "feature")
     assert config.kind == "feature" and config.inference_weights == "int8"
