@@ -210,8 +210,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("tiny", help="write a tiny random-weight voice folder (codec, LM, draft model)")
     p.add_argument("--layout", choices=["flat", "delay", "aligned", "coarse", "grouped"], default="delay",
-                   help="coarse: coarse-first with a fine stage, aligned, phonemes (as the default voice); grouped: the same, two "
-                        "frames a step; aligned: a frame-aligned text track and a duration predictor")
+                   help="coarse: coarse-first with a fine stage, aligned, phonemes (as voicespec-tiny); grouped: the same, two "
+                        "frames a step (as the default voice); aligned: a frame-aligned text track and a duration predictor")
     p.add_argument("--out", required=True, help="voice folder to write")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     p.set_defaults(func=_cmd("cmd_tiny"))

@@ -112,9 +112,9 @@ def tiny_duration(seed: int = 0, frames_per_char: float = 4.0, units: int = 0) -
 def build_tiny_voice(out: str | Path, layout: str = "delay", seed: int = 0) -> Path:
     """Write a complete random-weight voice folder (codec, target, a draft model): 24 kHz, 50 Hz,
     4 codebooks of 64. It babbles, but every stage from text to PCM runs for real. ``aligned``:
-    the delay layout with a frame-aligned text track and a duration predictor, as the default
-    voice was built; ``coarse``: coarse-first with a fine stage, aligned, reading phonemes, as the
-    default voice is built now; ``grouped``: the same with two frames per step."""
+    the delay layout with a frame-aligned text track and a duration predictor, as the first
+    voices were built; ``coarse``: coarse-first with a fine stage, aligned, reading phonemes, as
+    voicespec-tiny is built; ``grouped``: the same with two frames per step, as the default voice."""
     out = Path(out)
     coarse = layout in ("coarse", "grouped")
     tokenizer = PhonemeTokenizer() if coarse else CharTokenizer()
