@@ -75,8 +75,8 @@ def main() -> None:
     for name in drafters:
         shutil.copytree(args.voice / "drafters" / name, args.dest / "drafters" / name)
         heads = args.dest / "drafters" / name / "config.json"
-        found = json.loads(heads.read_text())
-        if args.drafter_weights and found.get("kind") == "feature":
+        found = json.loads(heads.read_text()) if args.drafter_weights else {}
+        if found.get("kind") == "feature":
             heads.write_text(json.dumps({**found, "inference_weights": args.drafter_weights}, indent=2) + "\n")
     (args.dest / VOICE_FILE).write_text(json.dumps(config, indent=2) + "\n")
     Voice.load(args.dest)  # the parts must fit together

@@ -24,18 +24,16 @@ def voice():
     return Voice.from_pretrained()
 
 
-SAMPLED = {"temperature": 0.7}  # the default voice's sampling (its top-k 50 comes with it)
-
-
 @pytest.mark.slow
 def test_speculation_gamma_tree_and_drafter_do_not_change_a_seeds_audio(voice):
-    plain = voice.say(TEXT, seed=3, gamma=0, **SAMPLED).pcm
+    sampled = {"temperature": voice.sampled.temperature}  # the voice's own sampling (its top-k comes with it)
+    plain = voice.say(TEXT, seed=3, gamma=0, **sampled).pcm
     assert plain.size > 16000
     for options in ({}, {"gamma": 4}, {"tree": "2,2,1"}, {"drafter": "ngram", "gamma": 3}, {"drafter": "none"}):
-        audio = voice.say(TEXT, seed=3, **SAMPLED, **options)
+        audio = voice.say(TEXT, seed=3, **sampled, **options)
         assert np.array_equal(audio.pcm, plain), options
-    assert not np.array_equal(voice.say(TEXT, seed=4, **SAMPLED).pcm, plain)  # the seed does decide
-    residual = [voice.say(TEXT, seed=3, gamma=g, coupling="residual", **SAMPLED).pcm for g in (0, 4)]
+    assert not np.array_equal(voice.say(TEXT, seed=4, **sampled).pcm, plain)  # the seed does decide
+    residual = [voice.say(TEXT, seed=3, gamma=g, coupling="residual", **sampled).pcm for g in (0, 4)]
     assert not np.array_equal(*residual)  # the control: under the residual rule the draws follow the drafts
 
 

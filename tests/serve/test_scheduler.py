@@ -95,7 +95,7 @@ def test_the_shipped_voice_batched_gives_each_context_its_offline_audio_bit_for_
     from voicespec.pipeline.synthesis import request_options
 
     voice = Voice.from_pretrained()
-    options = request_options(voice, seed=7, temperature=0.7)
+    options = request_options(voice, seed=7, temperature=voice.sampled.temperature)
     got, worker, _ = _run_worker(voice, TEXTS[:4], options)
     assert max(worker.batch_sizes) == 4
     for i, text in enumerate(TEXTS[:4]):
