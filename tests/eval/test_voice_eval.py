@@ -54,6 +54,11 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys, speech_co
             assert min(s["wer"] for s in seeds.values()) - 1e-3 <= r[key]["wer"] <= max(s["wer"] for s in seeds.values()) + 1e-3
         assert r["sampled_spec"]["mcd_dtw_db"] > 0 and r["sampled_plain"]["rtf_median"] > 0
         assert r["greedy_spec_equals_plain"] is True and r["utterances"] == 1
+        # the invariant coupling: the speculative row is the plain row's audio, judged once
+        assert r["sampled_spec_equals_plain"] is True and r["sampled_mismatches"] == 0
+        figures = [k for k in r["sampled_plain"] if k.startswith(("wer", "cer", "whisper_", "dnsmos_", "closed_"))]
+        assert len(figures) >= 6 and all(r["sampled_spec"][k] == r["sampled_plain"][k] for k in figures)
+        assert r["clips"]["in_rows"] == 3 + 2 * 3 + 1 and r["clips"]["judged"] <= r["clips"]["in_rows"] - 2
     # the teacher speaks the unseen-word sentence: the judge hears more of it than of the random
     # codec's resynthesis (WER can exceed 1 on word salad: its language model inserts words)
     unseen = report["unseen_words"]
@@ -64,6 +69,7 @@ def test_evaluate_reports_every_figure_and_exactness(tmp_path, capsys, speech_co
     assert unseen["teacher"]["cer"] < 0.95 and unseen["teacher"]["cer"] < unseen["resynth"]["cer"]
     printed = capsys.readouterr().out
     assert printed.count("greedy speculative == plain on every sentence: True") == 2
+    assert printed.count("sampled speculative == plain for every sentence and seed (invariant coupling): True") == 2
     assert "| row | PocketSphinx WER | Whisper WER | DNSMOS OVRL | SIG | P.808 |" in printed
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["voice-00.wav", "voice-01.wav", "voice-mels.png"]
 

@@ -74,6 +74,11 @@ def print_table(report: dict) -> None:
             cells = " | ".join(_figure(r, k, 2 if k.startswith("dnsmos") else 3) for k, _ in shown)
             print(f"  | {key} | {cells} |{extra}")
         print(f"  greedy speculative == plain on every sentence: {rows['greedy_spec_equals_plain']}")
+        if rows.get("sampled_spec_equals_plain") is not None:
+            print(f"  sampled speculative == plain for every sentence and seed (invariant coupling): "
+                  f"{rows['sampled_spec_equals_plain']}")
+        if "clips" in rows:
+            print(f"  {rows['clips']['judged']} distinct clips judged for {rows['clips']['in_rows']} in the rows")
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

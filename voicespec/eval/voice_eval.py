@@ -13,14 +13,19 @@ seeds (one sampled run on 25 sentences moves WER by about 0.05) and pooled; ever
 95 % bootstrap interval over sentences (:mod:`voicespec.eval.bootstrap`).
 Given ``--asr``, the in-repo CTC recognizer's CER is reported too (a kinder judge: it was trained on
 the teacher). MCD-DTW compares generated and resynthesized speech with the teacher's. Greedy
-decoding must give the same frames with and without speculation (checked per sentence); sampled
-decoding gives a different draw of the same distribution, so its numbers are reported for both and
-should agree within noise.
+decoding must give the same frames with and without speculation (checked per sentence), and so must
+sampled decoding under the invariant coupling (the default: a seed's tokens do not depend on the
+drafter; checked per sentence and seed); under the residual coupling the speculative row is another
+draw of the same distribution, and its figures should agree within noise. Each judge hears each
+distinct clip once (:class:`Heard`): an exact speculative row is the plain row's audio sample for
+sample, so a default evaluation judges a third fewer clips.
 """
 
 from __future__ import annotations
 
+import hashlib
 import statistics
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,7 +39,7 @@ from voicespec.engine.config import DecodeConfig, SamplingConfig
 from voicespec.eval.clips import heldout_clips
 from voicespec.eval.bootstrap import ratio_interval
 from voicespec.eval.dnsmos import DNSMOS_KEYS, dnsmos
-from voicespec.eval.judge import PocketSphinxJudge, default_judge
+from voicespec.eval.judge import PocketSphinxJudge, default_judge, score
 from voicespec.eval.whisper import WhisperJudge, whisper_judge
 from voicespec.eval.quality import cer_report, mcd_dtw
 from voicespec.pipeline.synthesis import SynthesisOptions, Synthesizer
@@ -63,33 +68,58 @@ JUDGES = ("pocketsphinx", "whisper", "dnsmos")
 Item = tuple[int, "int | None", str, torch.Tensor, int]  # (sentence, seed or None, text, pcm, rate)
 
 
-def _transcripts(judge: Any, items: list[Item], prefix: str) -> tuple[dict[str, list], dict[str, Any]]:
+class Heard:
+    """What each judge made of each distinct clip of one evaluation, so that a clip two rows share
+    (an exact speculative row's audio is its plain row's) is judged once. Safe because every judge
+    is a function of the clip alone: Whisper decodes at temperature 0, PocketSphinx normalizes each
+    utterance on its own (``full_utt``), DNSMOS has no state."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, int, bytes], Any] = {}  # (judge, rate, clip digest) -> its judgement
+
+    def __call__(self, judge: str, hear: Callable[[torch.Tensor, int], Any], pcm: torch.Tensor, rate: int) -> Any:
+        key = (judge, rate, hashlib.blake2b(pcm.detach().contiguous().numpy().tobytes(), digest_size=16).digest())
+        if key not in self._seen:
+            self._seen[key] = hear(pcm, rate)
+        return self._seen[key]
+
+    @property
+    def clips(self) -> int:
+        """How many distinct clips were judged."""
+        return len({(rate, digest) for _, rate, digest in self._seen})
+
+
+def _transcripts(judge: Any, items: list[Item], prefix: str, heard: Heard) -> tuple[dict[str, list], dict[str, Any]]:
     """Per-item (numerators, denominators) of a recognizer's WER and CER, and its examples."""
-    scores = judge.judge([(text, pcm, rate) for _, _, text, pcm, rate in items])
+    hyps = [heard(f"{judge.name}|{id(judge)}", judge.transcribe, pcm, rate) for *_, pcm, rate in items]
+    scores = score(zip((text for _, _, text, _, _ in items), hyps), judge.normalize)
     parts = {f"{prefix}wer": [(it["word_errors"], it["words"]) for it in scores.items],
              f"{prefix}cer": [(it["char_errors"], it["chars"]) for it in scores.items]}
     return parts, {f"{prefix}examples": scores.items[:3]}
 
 
-def judge_row(items: list[Item], judges: Sequence[str], closed_judge: Any = None) -> dict[str, Any]:
+def judge_row(items: list[Item], judges: Sequence[str], closed_judge: Any = None,
+              heard: Heard | None = None) -> dict[str, Any]:
     """Every judge's figures of one row: pooled over sentences and seeds, each with a 95 %
-    bootstrap interval over sentences (``ci95``) and, for a row of several seeds, per seed."""
+    bootstrap interval over sentences (``ci95``) and, for a row of several seeds, per seed.
+    ``heard``: the evaluation's judgements so far (a clip judged before is not judged again)."""
+    heard = Heard() if heard is None else heard
     parts: dict[str, list[tuple[float, float]]] = {}
     row: dict[str, Any] = {}
     recognizers = {"pocketsphinx": (default_judge, ""), "whisper": (whisper_judge, "whisper_")}
     for name in judges:
         if name in recognizers:
             make, prefix = recognizers[name]
-            p, examples = _transcripts(make(), items, prefix)
+            p, examples = _transcripts(make(), items, prefix, heard)
             parts.update(p)
             row.update(examples)
         elif name == "dnsmos":
-            scores = [dnsmos(pcm, rate) for *_, pcm, rate in items]
+            scores = [heard("dnsmos", dnsmos, pcm, rate) for *_, pcm, rate in items]
             parts.update({f"dnsmos_{k}": [(m[k], 1.0) for m in scores] for k in DNSMOS_KEYS})
         else:
             raise ValueError(f"unknown judge {name!r}; choose from {', '.join(JUDGES)}")
     if closed_judge is not None:
-        p, _ = _transcripts(closed_judge, items, "closed_")
+        p, _ = _transcripts(closed_judge, items, "closed_", heard)
         parts.update(p)
     sentences = [it[0] for it in items]
     row["ci95"] = {}
@@ -114,7 +144,10 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
     with ``lossy_top_k`` also the rows ``sampled_lossy`` and ``greedy_lossy`` (speculative, LOSSY
     acceptance: the rule pays in greedy decoding, where a top-k draft often is not the argmax).
     The sampled rows are decoded once per seed of ``seeds`` (sentence ``i`` with ``seed + 100 i``)
-    and pooled; teacher, resynthesis and greedy rows once."""
+    and pooled; teacher, resynthesis and greedy rows once. Greedy speculation must give plain
+    decoding's frames on every sentence (``greedy_spec_equals_plain``), and so must sampled
+    speculation for every seed under the invariant coupling (``sampled_spec_equals_plain``; None
+    under the residual one, where it is another draw)."""
     synth = Synthesizer(voice)
     rate = voice.codec.sample_rate
     sampled = DecodeConfig(voice.sampled, gamma="auto")  # how it samples, whatever it does by default
@@ -125,8 +158,10 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
     rows: dict[str, list[Item]] = {k: [] for k in (*ROWS, *(g[0] for g in generated))}
     mcd: dict[str, list[float]] = {"resynth": [], **{g[0]: [] for g in generated}}
     rtf: dict[str, list[float]] = {"greedy_plain": [], **{g[0]: [] for g in generated}}
-    greedy_mismatches = 0
+    greedy_mismatches = sampled_mismatches = 0
+    invariant = sampled.sampling.coupling == "invariant"
     for i, (clip_id, text, audio, sr) in enumerate(clips):
+        frames: dict[tuple[str, int], list[torch.Tensor]] = {}  # (row, seed) -> the sentence's frames
         x = AF.resample(audio, sr, rate) if sr != rate else audio
         y = voice.codec.decode(voice.codec.encode(x))[: x.shape[0]]
         rows["teacher"].append((i, None, text, x, rate))
@@ -139,17 +174,22 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
                 rows[key].append((i, None if base is greedy else seed, text, pcm, rate))
                 mcd[key].append(mcd_dtw(x, pcm, rate))
                 rtf[key].append(stream.stats.rtf)
+                frames[key, seed] = stream.frames
+        sampled_same = [_same(frames["sampled_plain", s], frames["sampled_spec", s]) for s in seeds]
+        sampled_mismatches += invariant and not all(sampled_same)
         plain_pcm, plain = _generate(synth, text, replace(greedy, gamma=0), "none")
         _, spec = _generate(synth, text, greedy, drafter)
-        same = len(plain.frames) == len(spec.frames) and all(torch.equal(a, b) for a, b in zip(plain.frames, spec.frames))
+        same = _same(plain.frames, spec.frames)
         greedy_mismatches += not same
         rows["greedy_plain"].append((i, None, text, plain_pcm, rate))
         rtf["greedy_plain"].append(plain.stats.rtf)
-        log(f"{clip_id}: {text[:50]!r} greedy spec == plain: {same}")
+        sampled_note = f", sampled (seeds {list(seeds)}): {all(sampled_same)}" if invariant else ""
+        log(f"{clip_id}: {text[:50]!r} speculative == plain: greedy {same}{sampled_note}")
     closed_judge = PocketSphinxJudge(vocabulary=[text for _, text, _, _ in clips]) if closed else None
     report: dict[str, Any] = {"utterances": len(clips), "seeds": list(seeds)}
+    heard = Heard()
     for key, items in rows.items():
-        report[key] = judge_row(items, judges, closed_judge)
+        report[key] = judge_row(items, judges, closed_judge, heard)
         if asr is not None:
             report[key]["inrepo_cer"] = round(cer_report(asr, [(t, p, r) for _, _, t, p, r in items])["cer"], 4)
         if key in mcd:
@@ -159,9 +199,17 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
         log(f"judged {key}")
     report["greedy_spec_equals_plain"] = greedy_mismatches == 0
     report["greedy_mismatches"] = greedy_mismatches
+    report["sampled_spec_equals_plain"] = sampled_mismatches == 0 if invariant else None
+    report["sampled_mismatches"] = sampled_mismatches if invariant else None
+    report["clips"] = {"in_rows": sum(map(len, rows.values())), "judged": heard.clips}  # each distinct clip judged once
     if "wer" in report["resynth"]:
         report["wer_gap_generated_vs_resynth"] = round(report["sampled_plain"]["wer"] - report["resynth"]["wer"], 4)
     return report
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Two decodes gave the same frames."""
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
 def evaluate_voice(voice: Voice, heldout: list, unseen: list, drafter: str | None = None,
