@@ -65,6 +65,8 @@ def _chi_square_pvalue(counts: dict[tuple, int], expected_probs: dict[tuple, flo
     if pool_e > 0:
         obs.append(pool_o)
         exp.append(pool_e)
+    if len(obs) < 2:  # too few draws for any bin of its own: no test at all, neither a pass nor a failure
+        raise ValueError(f"{n} draws leave {len(obs)} bin(s) after pooling: draw more")
     scale = sum(obs) / sum(exp)
     return float(stats.chisquare(obs, [e * scale for e in exp]).pvalue)
 
