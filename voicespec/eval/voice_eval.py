@@ -75,10 +75,11 @@ class Heard:
     utterance on its own (``full_utt``), DNSMOS has no state."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[str, int, bytes], Any] = {}  # (judge, rate, clip digest) -> its judgement
+        self._seen: dict[tuple[Callable, int, bytes], Any] = {}  # (judge's call, rate, clip digest) -> its judgement
 
-    def __call__(self, judge: str, hear: Callable[[torch.Tensor, int], Any], pcm: torch.Tensor, rate: int) -> Any:
-        key = (judge, rate, hashlib.blake2b(pcm.detach().contiguous().numpy().tobytes(), digest_size=16).digest())
+    def __call__(self, hear: Callable[[torch.Tensor, int], Any], pcm: torch.Tensor, rate: int) -> Any:
+        """``hear(pcm, rate)``, or what it said of the same samples before."""
+        key = (hear, rate, hashlib.blake2b(pcm.detach().contiguous().numpy().tobytes(), digest_size=16).digest())
         if key not in self._seen:
             self._seen[key] = hear(pcm, rate)
         return self._seen[key]
@@ -91,7 +92,7 @@ class Heard:
 
 def _transcripts(judge: Any, items: list[Item], prefix: str, heard: Heard) -> tuple[dict[str, list], dict[str, Any]]:
     """Per-item (numerators, denominators) of a recognizer's WER and CER, and its examples."""
-    hyps = [heard(f"{judge.name}|{id(judge)}", judge.transcribe, pcm, rate) for *_, pcm, rate in items]
+    hyps = [heard(judge.transcribe, pcm, rate) for *_, pcm, rate in items]
     scores = score(zip((text for _, _, text, _, _ in items), hyps), judge.normalize)
     parts = {f"{prefix}wer": [(it["word_errors"], it["words"]) for it in scores.items],
              f"{prefix}cer": [(it["char_errors"], it["chars"]) for it in scores.items]}
@@ -114,7 +115,7 @@ def judge_row(items: list[Item], judges: Sequence[str], closed_judge: Any = None
             parts.update(p)
             row.update(examples)
         elif name == "dnsmos":
-            scores = [heard("dnsmos", dnsmos, pcm, rate) for *_, pcm, rate in items]
+            scores = [heard(dnsmos, pcm, rate) for *_, pcm, rate in items]
             parts.update({f"dnsmos_{k}": [(m[k], 1.0) for m in scores] for k in DNSMOS_KEYS})
         else:
             raise ValueError(f"unknown judge {name!r}; choose from {', '.join(JUDGES)}")
