@@ -31,12 +31,14 @@ class Collector:
     def __init__(self, n: int) -> None:
         self.hold: set[int] = set()  # contexts whose reader never reads
         self.items: dict[int, list] = {}
+        self.order: list[int] = []  # the context of each item, as delivered
         self.done = threading.Semaphore(0)
         self.lock = threading.Lock()
 
     def __call__(self, job: Job, item) -> None:
         with self.lock:
             self.items.setdefault(job.ctx, []).append(item)
+            self.order.append(job.ctx)
         if isinstance(item, AudioChunk) and job.ctx not in self.hold:
             job.credits.released += 1
         if item is FINISHED or isinstance(item, Failed):
@@ -48,10 +50,10 @@ class Collector:
 
 def _run_worker(voice, texts, options, cancel_after: dict[int, int] | None = None, tick_contexts: int | None = None,
                 tick_prefill: int | None = None, started: Callable[[DecodeWorker], None] | None = None,
-                spec_contexts: int | None = None):
+                spec_contexts: int | None = None, decoding_contexts: int | None = None):
     got = Collector(len(texts))
     worker = DecodeWorker(queue_limit=4, deliver=got, tick_contexts=tick_contexts, tick_prefill=tick_prefill,
-                          spec_contexts=spec_contexts)
+                          spec_contexts=spec_contexts, decoding_contexts=decoding_contexts)
     if started:
         started(worker)
     jobs = []
@@ -206,6 +208,65 @@ def test_the_prefill_budget_admits_the_newest_newcomers_and_never_holds_back_a_p
     fresh = [Job(None, f"n{i}", object(), None, None, t_waiting=now - 0.1 * i) for i in range(4)]  # not started yet
     assert [j.ctx for j in fair_share([*fresh, stepping, next_sentence], 3, now, admissions=1)] == ["n0", "stepping", "next"]
     assert [j.ctx for j in fair_share([*fresh, stepping, next_sentence], 3, now)] == ["n0", "n1", "n2"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [1, 2, None])
+def test_past_the_decoding_limit_newcomers_wait_for_a_place_and_keep_their_own_audio(coarse_voice, limit):
+    """``--max-decoding-contexts``: five contexts at once, at most ``limit`` under way; the others
+    wait and start, in the order they came, as one ends (no tick steps more than the limit, and
+    with one place the contexts' audio does not interleave at all); each one's audio is still its
+    offline audio. Without a limit all five share the ticks (the control)."""
+    options = SynthesisOptions(DecodeConfig(coarse_voice.sampling, seed=8, gamma=0))
+    got, worker, _ = _run_worker(coarse_voice, TEXTS, options, decoding_contexts=limit)
+    assert max(worker.batch_sizes) == (limit or len(TEXTS))
+    if limit is not None:  # started first come, first served (last come, the five would start reversed)
+        first = [got.order.index(i) for i in range(len(TEXTS))]  # where each context's first item came
+        assert first == sorted(first)
+    runs = [ctx for k, ctx in enumerate(got.order) if k == 0 or got.order[k - 1] != ctx]
+    assert (runs == list(range(len(TEXTS)))) == (limit == 1)  # one place: one context after another
+    for i, text in enumerate(TEXTS):
+        assert torch.equal(got.pcm(i), Synthesizer(coarse_voice).synthesize(text, options)[0]), i
+
+
+def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way():
+    """The place a stream leaves goes to the connection with the fewest contexts under way, then
+    to the longest wait; a stream's next sentence, or one that is paused for text, is never held
+    and a paused one holds no place."""
+    from voicespec.engine.layout import Prompt
+    from voicespec.engine.step_lm import Pass, Prefill
+    from voicespec.serve.scheduler import hold_newcomers
+
+    now = 10.0
+    prompt = Prompt(torch.zeros(9, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))
+    busy, quiet, other = object(), object(), object()
+
+    def job(name: str, session, waited: float, playing: bool = False) -> Job:
+        j = Job(None, name, session, None, None, t_waiting=now - waited)
+        j.work = Pass.__new__(Pass) if playing else Prefill(None, prompt)
+        if playing:
+            j.play_end = now + 1.0
+        return j
+
+    going = [job(f"b{i}", busy, 5.0, playing=True) for i in range(2)]
+    next_sentence = job("next", busy, 5.0, playing=True)
+    next_sentence.work = Prefill(None, prompt)  # a playing stream at its next sentence: not a newcomer
+    paused = job("paused", quiet, 9.0, playing=True)
+    paused.starved_at = paused.input_version  # waiting for text: holds no place
+    early_busy, later_quiet, latest_other = job("early-busy", busy, 3.0), job("later-quiet", quiet, 2.0), job("latest", other, 1.0)
+    ready = [*going, next_sentence, early_busy, later_quiet, latest_other]
+    jobs = [*ready, paused]
+
+    def kept(limit):
+        chosen, held = hold_newcomers(ready, jobs, limit)
+        return [j.ctx for j in chosen], held
+
+    assert kept(None) == ([j.ctx for j in ready], 0)
+    assert kept(6) == ([j.ctx for j in ready], 0)  # three under way, three places for three newcomers
+    assert kept(5) == (["b0", "b1", "next", "later-quiet", "latest"], 1)  # the busy connection's newcomer waits
+    assert kept(4) == (["b0", "b1", "next", "later-quiet"], 2)  # quiet and other hold none: the longer wait first
+    assert kept(3) == (["b0", "b1", "next"], 3) == kept(1)  # full, or past full: only the streams under way
+    assert hold_newcomers([latest_other], [latest_other], 1) == ([latest_other], 0)  # alone: it starts
 
 
 @pytest.mark.slow

@@ -792,6 +792,32 @@ def test_a_repeated_text_is_replayed_from_the_frame_cache(tiny_voice, tiny_voice
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("limit", [1, None])
+def test_past_the_decoding_limit_a_second_client_waits_and_gets_its_own_audio(tiny_voice, parse_exposition, limit):
+    """``max_decoding_contexts`` through the server: two clients at once, one place: the second
+    client's context waits for the first to end (no tick steps both: the control without a limit
+    does), /metrics exports how many wait, and each client still gets its offline audio."""
+    texts = (TEXT, "A second voice waits its turn.")
+
+    async def one(text):
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START)
+            return await c.synthesize(text)
+
+    async def go():
+        return await asyncio.gather(*(one(t) for t in texts))
+
+    with running(tiny_voice, max_decoding_contexts=limit) as server:
+        results = run(go())
+        m = metrics(server, parse_exposition)
+        most = max(server.worker.batch_sizes)
+    assert most == (1 if limit else 2)
+    assert m["voicespec_waiting_contexts"] == 0  # exported; nobody waits once both are done
+    for text, result in zip(texts, results):
+        assert result.payload == offline(tiny_voice, text)
+
+
+@pytest.mark.slow
 def test_serve_command_starts_and_answers(tiny_voice_dir):
     proc = subprocess.Popen([sys.executable, "-m", "voicespec.cli", "serve", "--voice", str(tiny_voice_dir), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -39,6 +39,7 @@ class BenchConfig:
     concurrency: tuple[int, ...] = (1, 4, 8, 12, 16, 24)
     batch_sizes: tuple[int, ...] = (1, 4, 16, 64)  # sessions on the batched engine, no sockets (bench/batching.py)
     probe: tuple[int, ...] = (8, 12, 16, 20, 24, 32)  # clients of the outside probe: voicespec serve in its own process (bench/probe.py)
+    probe_decoding_contexts: int | None = None  # the probed server's --max-decoding-contexts (None: its default)
     latency_budget_ms: float | None = None
     plots: bool = True
     # torch intra-op threads, as say, synth and serve run (voicespec.threads; 0: torch's default,
@@ -62,6 +63,8 @@ class BenchConfig:
         if any(n < 1 for n in (*self.concurrency, *self.batch_sizes, *self.probe)):
             raise ValueError(f"client and session counts must be >= 1, got {self.concurrency}, {self.batch_sizes} "
                              f"and {self.probe}")
+        if self.probe_decoding_contexts is not None and self.probe_decoding_contexts < 1:
+            raise ValueError(f"probe_decoding_contexts must be >= 1, got {self.probe_decoding_contexts}")
         if self.prebuffer_ms < 0 or self.threads < 0 or self.lossy_top_k < 0:
             raise ValueError("prebuffer_ms, threads and lossy_top_k must be >= 0")
         for tree in self.trees:

@@ -131,6 +131,8 @@ class Bench:
         _log(f"outside probe: voicespec serve in its own process, clients {', '.join(map(str, cfg.probe))}")
         server = [*(("--model", cfg.voice) if cfg.voice else ()), "--threads", str(cfg.threads),
                   "--device", cfg.device, "--dtype", cfg.dtype]
+        if cfg.probe_decoding_contexts is not None:
+            server += ["--max-decoding-contexts", str(cfg.probe_decoding_contexts)]
         return run_probe(cfg.probe, server, cfg.prebuffer_ms / 1000, cfg.seed)
 
     def _batching(self) -> list[dict[str, Any]]:

@@ -68,6 +68,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe", type=_ints, help="client counts for the outside probe: voicespec serve in a process of "
                                                "its own, every client at once, two new sentences each (0: skip it; "
                                                "default 8,12,16,20,24,32, none with --quick)")
+    p.add_argument("--probe-decoding-contexts", type=int, help="the probed server's --max-decoding-contexts: newcomers "
+                                                               "past it wait for a place (default: no limit)")
     p.add_argument("--batch-sizes", type=_ints, help="session counts for the batched engine without sockets, e.g. 1,16,64 (0: skip it)")
     p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
     p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")
@@ -97,7 +99,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if args.quick:
         config = config.quick()
     given = {k: getattr(args, k) for k in ("drafters", "gammas", "modes", "repeats", "warmup", "max_steps", "seed",
-                                           "concurrency", "batch_sizes", "probe", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
+                                           "concurrency", "batch_sizes", "probe", "probe_decoding_contexts", "prebuffer_ms", "latency_budget_ms", "peer", "plots", "threads",
                                            "device", "dtype", "lossy_top_k", "trees")
              if getattr(args, k) is not None}
     for name in ("concurrency", "batch_sizes", "probe"):

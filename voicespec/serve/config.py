@@ -45,6 +45,9 @@ class ServerConfig:
     max_tick_contexts: int | None = 16  # contexts one decode tick steps, shared fairly between connections (None: all)
     max_tick_prefill: int | None = 1  # prompts one tick prefills while more contexts are ready than it steps (None: all)
     text_processes: int = 1  # worker processes that read served text (serve/text_reader.py); 0: threads of this one
+    # Contexts decoding at once (scheduler.hold_newcomers): past it a new context waits for one to
+    # end, so the streams already playing keep real time. None: every newcomer starts at once.
+    max_decoding_contexts: int | None = None
     max_spec_contexts: int | None = 4  # speculation while a tick steps at most this many contexts; past it plain (None: always)
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
@@ -66,7 +69,7 @@ class ServerConfig:
                      "stalled_send_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("max_tick_contexts", "max_tick_prefill"):
+        for name in ("max_tick_contexts", "max_tick_prefill", "max_decoding_contexts"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (or None), got {getattr(self, name)}")
         if self.text_processes < 0:

@@ -66,9 +66,26 @@ class ServerMetrics:
         """Report a :class:`~voicespec.pipeline.frame_cache.FrameCache`'s counts, read at each scrape."""
         self.registry.register(_FrameCacheCollector(cache))
 
+    def watch_worker(self, worker: Any) -> None:
+        """Report the decode worker's waiting newcomers (:class:`~voicespec.serve.scheduler.DecodeWorker`), read at each scrape."""
+        self.registry.register(_WaitingCollector(worker))
+
     def exposition(self) -> tuple[bytes, str]:
         """The ``/metrics`` body and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class _WaitingCollector:
+    """How many newcomers the decode worker holds back (written by the decode thread, read when
+    scraped): a load balancer can route away from a server whose newcomers wait."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    def collect(self):
+        yield GaugeMetricFamily("voicespec_waiting_contexts",
+                                "New contexts waiting for a place under --max-decoding-contexts at the last decode tick.",
+                                value=self.worker.held)
 
 
 class _FrameCacheCollector:

@@ -222,6 +222,34 @@ def admit(batch: list[Job], budget: int | None, now: float) -> tuple[list[Job], 
     return [j for j in batch if id(j) in taken or not j.admitting], 0
 
 
+def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None) -> tuple[list[Job], int]:
+    """``ready`` less the newcomers (:attr:`Job.admitting`) past ``limit`` contexts under way, and
+    how many wait. Under way: every live job (``jobs``) with text to speak that is not a newcomer,
+    stepped this tick or not; a stream's next sentence, or its text after a pause, is never held
+    (its client is listening). Past what the machine makes audio for, ticks that step everyone
+    share the shortfall and every stream runs dry (the outside probe, 2026-12-07, the default voice
+    on a 2-core VM: 20 clients at once, all 20 underran, 44 s of stall); held, the newcomers start
+    as streams end, connections with the fewest contexts under way first (one with many cannot
+    take every place, issue 39's neighbour), then first come, first served: a wait of seconds must
+    not go to whoever came last (``newest_first`` orders a backlog's prefills a tick, not this)."""
+    newcomers = [j for j in ready if j.admitting]
+    if limit is None or not newcomers:
+        return ready, 0
+    going: dict[int, int] = {}
+    for job in jobs:
+        if not job.admitting and job.starved_at != job.input_version:
+            going[id(job.session)] = going.get(id(job.session), 0) + 1
+    room = limit - sum(going.values())
+    if room >= len(newcomers):
+        return ready, 0
+    start: set[int] = set()
+    for _ in range(max(0, room)):  # one at a time: each start counts against its connection
+        job = min((j for j in newcomers if id(j) not in start), key=lambda j: (going.get(id(j.session), 0), j.t_waiting))
+        start.add(id(job))
+        going[id(job.session)] = going.get(id(job.session), 0) + 1
+    return [j for j in ready if not j.admitting or id(j) in start], len(newcomers) - len(start)
+
+
 class AudioWorker:
     """The second thread: runs each tick's deferrable works (the codec decode of every session's
     new frames, resampling) as one batch while the model thread goes on with the next tick, and
@@ -281,8 +309,12 @@ class DecodeWorker:
     with an :class:`AudioWorker` beside it for the audio."""
 
     def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None], tick_contexts: int | None = None,
-                 tick_prefill: int | None = None, spec_contexts: int | None = None) -> None:
+                 tick_prefill: int | None = None, spec_contexts: int | None = None,
+                 decoding_contexts: int | None = None) -> None:
         self.queue_limit = queue_limit
+        if decoding_contexts is not None and decoding_contexts < 1:
+            raise ValueError(f"decoding_contexts must be >= 1 (or None), got {decoding_contexts}")
+        self.decoding_contexts = decoding_contexts  # contexts under way at most (hold_newcomers); None: no limit
         self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
         if tick_prefill is not None and tick_prefill < 1:
             raise ValueError(f"tick_prefill must be >= 1 (or None), got {tick_prefill}")
@@ -305,6 +337,7 @@ class DecodeWorker:
         self.ticks = 0
         self.saturated = False  # the last tick left ready contexts out: speculation waits (SpecDecoder.plain_only)
         self.batch_sizes: deque[int] = deque(maxlen=256)  # target passes per tick, recent ticks
+        self.held = 0  # newcomers waiting for a place under decoding_contexts at the last tick
 
     def start(self) -> None:
         self._audio.start()
@@ -348,8 +381,9 @@ class DecodeWorker:
             ready.append((job, job.input_version))
         self._jobs = keep
         version = dict(ready)
-        ready = [(job, version[job]) for job in fair_share(list(version), self.tick_contexts, now, self.tick_prefill)]
-        self.saturated = len(ready) < len(version)
+        admitted, self.held = hold_newcomers(list(version), keep, self.decoding_contexts)
+        ready = [(job, version[job]) for job in fair_share(admitted, self.tick_contexts, now, self.tick_prefill)]
+        self.saturated = len(ready) < len(admitted)
         return ready, (None if ready else wait)
 
     def _run(self) -> None:
@@ -372,7 +406,8 @@ class DecodeWorker:
         versions = dict(ready)
         admissions = self.tick_prefill if self.saturated else None
         jobs = [job for job, _ in ready]
-        plain = self.saturated or (self.spec_contexts is not None and len(jobs) > self.spec_contexts)
+        # a newcomer waiting for a place means the machine is full: no drafts widen its ticks
+        plain = self.saturated or self.held > 0 or (self.spec_contexts is not None and len(jobs) > self.spec_contexts)
         for job in jobs:
             job.last_tick = self.ticks
             job.stream.decoder.plain_only = plain  # see SpecDecoder.plain_only

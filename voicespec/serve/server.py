@@ -70,7 +70,8 @@ class TTSServer:
             self.text_reader.close()
             raise ValueError(f"unknown drafter {config.drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
         self.worker = DecodeWorker(config.send_queue_chunks, self.deliver, config.max_tick_contexts, config.max_tick_prefill,
-                                   config.max_spec_contexts)
+                                   config.max_spec_contexts, config.max_decoding_contexts)
+        self.metrics.watch_worker(self.worker)
         self.sessions: set[Session] = set()
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
