@@ -230,43 +230,53 @@ def test_past_the_decoding_limit_newcomers_wait_for_a_place_and_keep_their_own_a
 
 
 def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way():
-    """The place a stream leaves goes to the connection with the fewest contexts under way, then
-    to the longest wait; a stream's next sentence, or one that is paused for text, is never held
-    and a paused one holds no place."""
+    """A freed place goes to the longest wait, less a second for each context the newcomer's
+    connection has under way (so a busy connection cannot take every place, and its newcomer
+    still comes up as it waits). A context that has spoken is never held: its next sentence, its
+    text after a pause. One waiting for text holds its place while its client still plays, and
+    gives it back once its client has heard everything."""
     from voicespec.engine.layout import Prompt
     from voicespec.engine.step_lm import Pass, Prefill
     from voicespec.serve.scheduler import hold_newcomers
 
     now = 10.0
     prompt = Prompt(torch.zeros(9, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long))
-    busy, quiet, other = object(), object(), object()
+    busy, quiet, other, back = object(), object(), object(), object()
 
-    def job(name: str, session, waited: float, playing: bool = False) -> Job:
+    def job(name: str, session, waited: float, heard_until: float | None = None, parked: bool = True) -> Job:
+        """``heard_until``: when its client's audio runs out (None: nothing heard yet)."""
         j = Job(None, name, session, None, None, t_waiting=now - waited)
-        j.work = Pass.__new__(Pass) if playing else Prefill(None, prompt)
-        if playing:
-            j.play_end = now + 1.0
+        j.work = Prefill(None, prompt) if parked else Pass.__new__(Pass)
+        if heard_until is not None:
+            j.t_first_audio, j.play_end = now - 20, heard_until
         return j
 
-    going = [job(f"b{i}", busy, 5.0, playing=True) for i in range(2)]
-    next_sentence = job("next", busy, 5.0, playing=True)
-    next_sentence.work = Prefill(None, prompt)  # a playing stream at its next sentence: not a newcomer
-    paused = job("paused", quiet, 9.0, playing=True)
-    paused.starved_at = paused.input_version  # waiting for text: holds no place
-    early_busy, later_quiet, latest_other = job("early-busy", busy, 3.0), job("later-quiet", quiet, 2.0), job("latest", other, 1.0)
-    ready = [*going, next_sentence, early_busy, later_quiet, latest_other]
-    jobs = [*ready, paused]
+    going = [job(f"b{i}", busy, 5.0, now + 1.0, parked=False) for i in range(2)]
+    next_sentence = job("next", busy, 5.0, now + 1.0)  # playing, parked at its next sentence's prefill
+    resumed = job("resumed", back, 0.5, now - 2.0)  # heard everything, then more text: a newcomer's wait, never held
+    paused = job("paused", quiet, 9.0, now + 1.0, parked=False)  # waits for text, its client still playing: holds its place
+    heard = job("heard", quiet, 9.0, now - 1.0, parked=False)  # waits for text, its client heard it all: holds none
+    for j in (paused, heard):
+        j.starved_at = j.input_version
+    assert resumed.admitting and not resumed.starting and not next_sentence.admitting
+    early_busy, later_quiet, latest = job("early-busy", busy, 3.0), job("later-quiet", quiet, 2.0), job("latest", other, 0.5)
+    under_way = [*going, next_sentence, resumed]
+    ready = [*under_way, early_busy, later_quiet, latest]
+    jobs = [*ready, paused, heard]  # five under way: busy's three, resumed, paused
 
-    def kept(limit):
-        chosen, held = hold_newcomers(ready, jobs, limit)
-        return [j.ctx for j in chosen], held
+    def kept(limit, among=ready):
+        chosen, held = hold_newcomers(among, jobs, limit, now)
+        return [j.ctx for j in chosen if j not in under_way], held
 
-    assert kept(None) == ([j.ctx for j in ready], 0)
-    assert kept(6) == ([j.ctx for j in ready], 0)  # three under way, three places for three newcomers
-    assert kept(5) == (["b0", "b1", "next", "later-quiet", "latest"], 1)  # the busy connection's newcomer waits
-    assert kept(4) == (["b0", "b1", "next", "later-quiet"], 2)  # quiet and other hold none: the longer wait first
-    assert kept(3) == (["b0", "b1", "next"], 3) == kept(1)  # full, or past full: only the streams under way
-    assert hold_newcomers([latest_other], [latest_other], 1) == ([latest_other], 0)  # alone: it starts
+    assert kept(None) == (["early-busy", "later-quiet", "latest"], 0)
+    assert kept(8) == (["early-busy", "later-quiet", "latest"], 0)
+    assert kept(7) == (["later-quiet", "latest"], 1)  # busy's newcomer: 3 s of wait, less 3 for its three under way
+    assert kept(6) == (["later-quiet"], 2)  # 2 s less 1 (paused holds quiet's place) before other's 0.5
+    assert kept(5) == ([], 3) == kept(1)  # full, or past full: only the streams under way go on
+    assert [j.ctx for j in hold_newcomers(ready, jobs, 1, now)[0]] == [j.ctx for j in under_way]
+    early_busy.t_waiting = now - 5.0  # waited long enough to go before the quiet connection's
+    assert kept(6) == (["early-busy"], 2)
+    assert hold_newcomers([latest], [latest], 1, now) == ([latest], 0)  # alone: it starts
 
 
 @pytest.mark.slow

@@ -156,9 +156,10 @@ def build_parser() -> Parser:
                    help="speculate while a decode tick steps at most this many contexts; past it every pass is plain (a draft "
                         "widens the batched pass all sessions wait for; the audio is the same); 0: never")
     p.add_argument("--max-decoding-contexts", type=A.positive(int, "max decoding contexts"), default=S.max_decoding_contexts,
-                   help="contexts decoding at once; a new one past it waits for one to end (first come, first served, "
-                        "connections with fewer under way first), so the streams already playing keep real time; set it "
-                        "to the largest clean count of `voicespec bench --probe` on this machine (default: no limit)")
+                   help="contexts under way at once; a new one past it waits for a place (the longest wait first, less a "
+                        "second for each context its connection has under way), so the streams already playing keep real "
+                        "time; set it a little under the largest clean count of `voicespec bench --probe` on this machine "
+                        "(newcomers must start beside the streams); default: no limit")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="serve as a Ray Serve application (replicas each holding the voice, one ingress on --ray-port): "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from voicespec.bench.config import BenchConfig, read_prompts
 from voicespec.engine.tree_shapes import TreeSpec
-from voicespec.cli.args import device_arg, dtype_arg
+from voicespec.cli.args import device_arg, dtype_arg, positive
 from voicespec.options import DEVICE_HELP, DTYPE_HELP
 from voicespec.threads import THREADS_HELP, use_threads
 
@@ -68,8 +68,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe", type=_ints, help="client counts for the outside probe: voicespec serve in a process of "
                                                "its own, every client at once, two new sentences each (0: skip it; "
                                                "default 8,12,16,20,24,32, none with --quick)")
-    p.add_argument("--probe-decoding-contexts", type=int, help="the probed server's --max-decoding-contexts: newcomers "
-                                                               "past it wait for a place (default: no limit)")
+    p.add_argument("--probe-decoding-contexts", type=positive(int, "probe decoding contexts"),
+                   help="the probed server's --max-decoding-contexts: newcomers past it wait for a place (default: no limit)")
     p.add_argument("--batch-sizes", type=_ints, help="session counts for the batched engine without sockets, e.g. 1,16,64 (0: skip it)")
     p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
     p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")

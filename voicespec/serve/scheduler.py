@@ -134,6 +134,12 @@ class Job:
         """A waiting job whose next call is known to be a prefill: a new one, or one parked at it."""
         return self.waiting and (self.it is None or isinstance(self.work, Prefill))
 
+    @property
+    def starting(self) -> bool:
+        """Admitting, and no audio of it has been heard yet: a context's first words, not a
+        stream's next sentence or its text after a pause."""
+        return self.admitting and self.t_first_audio is None
+
 
 class _Finished:
     pass
@@ -222,32 +228,40 @@ def admit(batch: list[Job], budget: int | None, now: float) -> tuple[list[Job], 
     return [j for j in batch if id(j) in taken or not j.admitting], 0
 
 
-def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None) -> tuple[list[Job], int]:
-    """``ready`` less the newcomers (:attr:`Job.admitting`) past ``limit`` contexts under way, and
-    how many wait. Under way: every live job (``jobs``) with text to speak that is not a newcomer,
-    stepped this tick or not; a stream's next sentence, or its text after a pause, is never held
-    (its client is listening). Past what the machine makes audio for, ticks that step everyone
-    share the shortfall and every stream runs dry (the outside probe, 2026-12-07, the default voice
-    on a 2-core VM: 20 clients at once, all 20 underran, 44 s of stall); held, the newcomers start
-    as streams end, connections with the fewest contexts under way first (one with many cannot
-    take every place, issue 39's neighbour), then first come, first served: a wait of seconds must
-    not go to whoever came last (``newest_first`` orders a backlog's prefills a tick, not this)."""
-    newcomers = [j for j in ready if j.admitting]
+WAIT_PER_CONTEXT_S = 1.0  # hold_newcomers: a context under way on its connection counts as this much less wait
+
+
+def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: float) -> tuple[list[Job], int]:
+    """``ready`` less the newcomers past ``limit`` contexts under way, and how many wait. A
+    newcomer (:attr:`Job.starting`) waits; a context that has spoken never does
+    (its next sentence, or its text after a pause: its client is listening). Under way: every live
+    job (``jobs``) that has spoken, or was let in, and has text to speak or a client still playing
+    its audio (one that has caught up with text still coming holds its place until its client has
+    heard it all). Past what the machine makes audio for, ticks that step everyone share the
+    shortfall and every stream runs dry (the outside probe, 2026-12-07, the default voice on a
+    2-core VM: 20 clients at once, all 20 underran, 26-44 s of stall in all); held, the newcomers
+    start as places free, in the order of their wait less :data:`WAIT_PER_CONTEXT_S` for each
+    context their connection has under way (one with many cannot take every place, issue 39's
+    neighbour, yet its newcomer still comes up as it waits): first come, first served otherwise,
+    since a wait of seconds must not go to whoever came last (``newest_first`` orders a backlog's
+    prefills a tick, not this)."""
+    newcomers = [j for j in ready if j.starting]
     if limit is None or not newcomers:
         return ready, 0
     going: dict[int, int] = {}
     for job in jobs:
-        if not job.admitting and job.starved_at != job.input_version:
+        if not job.starting and (job.starved_at != job.input_version or (job.play_end or -math.inf) > now):
             going[id(job.session)] = going.get(id(job.session), 0) + 1
     room = limit - sum(going.values())
     if room >= len(newcomers):
         return ready, 0
     start: set[int] = set()
     for _ in range(max(0, room)):  # one at a time: each start counts against its connection
-        job = min((j for j in newcomers if id(j) not in start), key=lambda j: (going.get(id(j.session), 0), j.t_waiting))
+        job = min((j for j in newcomers if id(j) not in start),
+                  key=lambda j: j.t_waiting + WAIT_PER_CONTEXT_S * going.get(id(j.session), 0))
         start.add(id(job))
         going[id(job.session)] = going.get(id(job.session), 0) + 1
-    return [j for j in ready if not j.admitting or id(j) in start], len(newcomers) - len(start)
+    return [j for j in ready if id(j) in start or not j.starting], len(newcomers) - len(start)
 
 
 class AudioWorker:
@@ -381,7 +395,7 @@ class DecodeWorker:
             ready.append((job, job.input_version))
         self._jobs = keep
         version = dict(ready)
-        admitted, self.held = hold_newcomers(list(version), keep, self.decoding_contexts)
+        admitted, self.held = hold_newcomers(list(version), keep, self.decoding_contexts, now)
         ready = [(job, version[job]) for job in fair_share(admitted, self.tick_contexts, now, self.tick_prefill)]
         self.saturated = len(ready) < len(admitted)
         return ready, (None if ready else wait)
