@@ -23,7 +23,8 @@ DEFAULT_PROMPTS_FILE = SAMPLES_DIR / "prompts.txt"
 class BenchConfig:
     """Every knob of a run. ``gammas``: fixed draft lengths tried per drafter (``auto`` always
     runs too); ``repeats``: interleaved rounds per prompt; ``concurrency``: client counts for the
-    load test (empty: skip it); ``latency_budget_ms``: TTFA budget the pass/fail table checks."""
+    load test (empty: skip it); ``latency_budget_ms``: TTFA budget the pass/fail table, the load
+    test's capacity and the probe's clean count check."""
 
     voice: str | None = None
     prompts: tuple[str, ...] = BUILTIN_PROMPTS

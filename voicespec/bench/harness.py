@@ -133,7 +133,7 @@ class Bench:
                   "--device", cfg.device, "--dtype", cfg.dtype]
         if cfg.probe_decoding_contexts is not None:
             server += ["--max-decoding-contexts", str(cfg.probe_decoding_contexts)]
-        return run_probe(cfg.probe, server, cfg.prebuffer_ms / 1000, cfg.seed)
+        return run_probe(cfg.probe, server, cfg.prebuffer_ms / 1000, cfg.seed, cfg.latency_budget_ms)
 
     def _batching(self) -> list[dict[str, Any]]:
         cfg = self.config

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from voicespec.bench.budget import capacity
 from voicespec.bench.listeners import LoadLevel, listen
 from voicespec.serve.protocol import WS_PATH
 
@@ -82,22 +83,14 @@ def served(args: Sequence[str], start_s: float = SERVER_START_S) -> Iterator[str
             proc.wait()
 
 
-def largest_clean(levels: Sequence[LoadLevel]) -> int:
-    """The largest client count at which, and at every smaller count tried, every client played
-    without an underrun or an error (0: none)."""
-    best = 0
-    for lv in sorted(levels, key=lambda lv: lv.clients):
-        if lv.errors or lv.clients_with_underruns:
-            break
-        best = lv.clients
-    return best
-
-
 def run_probe(levels: Sequence[int], server_args: Sequence[str] = (), prebuffer_s: float = 0.2,
-              seed: int = 0) -> dict[str, Any]:
+              seed: int = 0, budget_ms: float | None = None) -> dict[str, Any]:
     """Each client count once, in order, against one ``voicespec serve`` (``--max-sessions`` the
     largest count, so the probe measures the machine, not the admission limit). A warm-up level
-    of one client runs first (the first session pays lazy start-up work)."""
+    of one client runs first (the first session pays lazy start-up work). ``largest_clean``: the
+    largest count at which, and at every smaller one, every client played without an underrun or
+    an error and, with ``budget_ms``, the first audio's p95 was within it (a server that makes
+    newcomers wait, ``--max-decoding-contexts``, plays them clean but late)."""
     args = ["--max-sessions", str(max(levels)), *server_args]
     rng, seen = random.Random(seed), set()
     out: list[LoadLevel] = []
@@ -105,5 +98,6 @@ def run_probe(levels: Sequence[int], server_args: Sequence[str] = (), prebuffer_
         asyncio.run(listen(url, "warm-up", None, None, fresh_texts(1, rng, seen), 1, prebuffer_s, seed))
         for n in levels:
             out.append(asyncio.run(listen(url, "default", None, None, fresh_texts(n, rng, seen), n, prebuffer_s, seed)))
-    return {"server_args": args, "prebuffer_ms": 1000 * prebuffer_s, "levels": [lv.to_dict() for lv in out],
-            "largest_clean": largest_clean(out)}
+    found = [lv.to_dict() for lv in out]
+    return {"server_args": args, "prebuffer_ms": 1000 * prebuffer_s, "levels": found, "budget_ms": budget_ms,
+            "largest_clean": capacity(found, budget_ms)}

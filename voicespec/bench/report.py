@@ -83,7 +83,9 @@ def _probe_section(probe: dict[str, Any]) -> str:
     header = ["clients", "clean", "TTFA p50/p95/p99 ms", "stall ms", "worst lead ms", "errors"]
     return (f"## Outside probe — `voicespec serve {' '.join(probe['server_args'])}` in its own process, "
             f"every client at once, two new sentences each, {probe['prebuffer_ms']:g} ms prebuffer\n\n"
-            + _table(header, rows) + f"\n\nLargest client count with it and every smaller one clean: {probe['largest_clean']}")
+            + _table(header, rows) + "\n\nLargest client count with it and every smaller one clean"
+            + (f" (first audio p95 within {probe['budget_ms']:g} ms)" if probe.get("budget_ms") else "")
+            + f": {probe['largest_clean']}")
 
 
 def _batching_section(levels: list[dict[str, Any]]) -> str:

@@ -72,7 +72,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> None:
                    help="the probed server's --max-decoding-contexts: newcomers past it wait for a place (default: no limit)")
     p.add_argument("--batch-sizes", type=_ints, help="session counts for the batched engine without sockets, e.g. 1,16,64 (0: skip it)")
     p.add_argument("--prebuffer-ms", type=float, help="audio the simulated player buffers before it starts (default 200)")
-    p.add_argument("--latency-budget-ms", type=float, help="judge each method: TTFA p95 within this and no underruns")
+    p.add_argument("--latency-budget-ms", type=float, help="judge each method, load level and probe level: TTFA p95 within this and no underruns")
     p.add_argument("--threads", type=int, help=THREADS_HELP)
     p.add_argument("--device", type=device_arg, help=DEVICE_HELP)
     p.add_argument("--dtype", type=dtype_arg, help=DTYPE_HELP)
