@@ -63,6 +63,8 @@ def test_say_writes_audio_and_prints_one_summary_line(tiny_voice_dir, tmp_path):
         (["say", "hi", "-o", "x.wav", "--sample-rate", "11025"], "sample rate must be one of 8000"),
         (["serve", "--port", "99999"], "port must be 0-65535"),
         (["serve", "--max-sessions", "0"], "max sessions must be > 0"),
+        (["serve", "--max-decoding-contexts", "0"], "max decoding contexts must be > 0"),
+        (["serve", "--max-waiting-contexts", "2"], "max_waiting_contexts needs max_decoding_contexts"),
         (["client", "hi", "-o", "x.wav", "--url", "ws://[bad"], "bad server URL"),
         (["client", "hi", "-o", "x.wav", "--url", "http://example.com"], "server URL must look like ws://"),
         (["client", "hi", "-o", "x.wav", "--url", "ws://127.0.0.1:9/v1/stream", "--wait-s", "0"], "could not"),

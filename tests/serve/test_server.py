@@ -829,6 +829,58 @@ def test_past_the_decoding_limit_a_second_client_waits_and_gets_its_own_audio(ti
 
 
 @pytest.mark.slow
+def test_past_the_waiting_limit_a_new_session_is_refused_with_1013_and_served_once_nobody_waits(tiny_voice,
+                                                                                                 parse_exposition):
+    """One place, one context may wait: while a paced client speaks and a second one's context
+    waits, a third connection is refused (``at_capacity``, 1013) so a balancer can send it
+    elsewhere; the two admitted get their offline audio, and once nobody waits a new session is
+    served. With no context allowed to wait, the second is refused already."""
+    paragraph = "One sentence here. Another one there. A third one now. And the last."
+
+    async def speak(text, **start):
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START, **start)
+            return await c.synthesize(text)
+
+    async def after(condition, coro):
+        while not condition():
+            await asyncio.sleep(0.01)
+        return await coro
+
+    async def refused():
+        async with connect(ws_url(server)) as ws:
+            msg = json.loads(await ws.recv())
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            return msg, ws.close_code
+
+    async def go():
+        first, second, third = await asyncio.gather(
+            speak(paragraph, pacing_lead_ms=100),  # more than a second of audio, made in real time
+            after(lambda: server.worker.batch_sizes, speak(TEXT)),  # comes while the first speaks: waits
+            after(lambda: server.worker.held, refused()))
+        return first, second, third, await speak("Still here.")
+
+    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=1) as server:
+        first, second, (msg, code), later = run(go())
+        m = metrics(server, parse_exposition)
+    assert msg["type"] == "error" and msg["code"] == P.AT_CAPACITY and msg["fatal"] is True
+    assert "in use: 1 of 1, waiting: 1" in msg["message"]
+    assert code == P.CLOSE_TRY_LATER and m['voicespec_errors_total{code="at_capacity"}'] == 1
+    assert m["voicespec_free_decoding_places"] == 1 and m["voicespec_waiting_contexts"] == 0
+    for text, result in ((paragraph, first), (TEXT, second), ("Still here.", later)):
+        assert result.payload == offline(tiny_voice, text)
+
+    async def none_may_wait():
+        return await asyncio.gather(speak(paragraph, pacing_lead_ms=100),
+                                    after(lambda: server.worker.batch_sizes, refused()))
+
+    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=0) as server:
+        _, (msg, code) = run(none_may_wait())
+    assert msg["code"] == P.AT_CAPACITY and "in use: 1 of 1, waiting: 0" in msg["message"] and code == P.CLOSE_TRY_LATER
+
+
+@pytest.mark.slow
 def test_serve_command_starts_and_answers(tiny_voice_dir):
     proc = subprocess.Popen([sys.executable, "-m", "voicespec.cli", "serve", "--voice", str(tiny_voice_dir), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

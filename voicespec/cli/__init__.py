@@ -160,6 +160,10 @@ def build_parser() -> Parser:
                         "second for each context its connection has under way), so the streams already playing keep real "
                         "time; set it a little under the largest clean count of `voicespec bench --probe` on this machine "
                         "(newcomers must start beside the streams); default: no limit")
+    p.add_argument("--max-waiting-contexts", type=A.positive(int, "max waiting contexts", allow_zero=True),
+                   default=S.max_waiting_contexts,
+                   help="with --max-decoding-contexts: refuse new sessions and requests (1013, HTTP 429) while this many "
+                        "contexts wait for a place, so a load balancer sends them elsewhere (default: they all wait)")
     p.add_argument("--pacing-lead-ms", type=A.positive(float, "pacing lead", allow_zero=True), help="pace audio to real time plus this lead (default or 0: send as fast as made)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="serve as a Ray Serve application (replicas each holding the voice, one ingress on --ray-port): "

@@ -285,7 +285,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         inactivity_timeout_s=args.inactivity_timeout, start_timeout_s=args.start_timeout,
         max_messages_per_s=args.max_messages_per_s, max_text_chars_per_s=args.max_text_chars_per_s,
         max_sessions_per_address=args.max_sessions_per_address, stalled_send_timeout_s=args.stalled_send_timeout,
-        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, max_tick_contexts=args.max_tick_contexts, max_tick_prefill=args.max_tick_prefill, max_spec_contexts=args.max_spec_contexts, max_decoding_contexts=args.max_decoding_contexts, text_processes=args.text_processes, device=args.device, dtype=args.dtype, threads=args.threads, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
+        max_gamma=args.max_gamma, frame_cache_mb=args.frame_cache_mb, max_tick_contexts=args.max_tick_contexts, max_tick_prefill=args.max_tick_prefill, max_spec_contexts=args.max_spec_contexts, max_decoding_contexts=args.max_decoding_contexts, max_waiting_contexts=args.max_waiting_contexts, text_processes=args.text_processes, device=args.device, dtype=args.dtype, threads=args.threads, pacing_lead_s=args.pacing_lead_ms / 1000 if args.pacing_lead_ms else None,
         openai_port=args.openai_port, wyoming_port=args.wyoming_port, seed=args.seed,
     )
     if config.openai_port is not None and importlib.util.find_spec("aiohttp") is None:

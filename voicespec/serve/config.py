@@ -48,6 +48,9 @@ class ServerConfig:
     # Contexts decoding at once (scheduler.hold_newcomers): past it a new context waits for one to
     # end, so the streams already playing keep real time. None: every newcomer starts at once.
     max_decoding_contexts: int | None = None
+    # With it: new sessions and requests are refused (1013 / HTTP 429 / a Wyoming error) while this
+    # many contexts wait for a place, so a balancer sends them elsewhere. None: they all wait.
+    max_waiting_contexts: int | None = None
     max_spec_contexts: int | None = 4  # speculation while a tick steps at most this many contexts; past it plain (None: always)
     send_buffer_bytes: int | None = None  # kernel send buffer per socket (None: the OS's autotuning, up to MBs)
     pacing_lead_s: float | None = None  # default pacing: stay this far ahead of real time (None: no pacing)
@@ -72,6 +75,11 @@ class ServerConfig:
         for name in ("max_tick_contexts", "max_tick_prefill", "max_decoding_contexts"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (or None), got {getattr(self, name)}")
+        if self.max_waiting_contexts is not None:
+            if self.max_waiting_contexts < 0:
+                raise ValueError(f"max_waiting_contexts must be >= 0 (or None), got {self.max_waiting_contexts}")
+            if self.max_decoding_contexts is None:
+                raise ValueError("max_waiting_contexts needs max_decoding_contexts (without it no context waits)")
         if self.text_processes < 0:
             raise ValueError(f"text_processes must be >= 0, got {self.text_processes}")
         if self.max_spec_contexts is not None and self.max_spec_contexts < 0:

@@ -25,16 +25,17 @@ class AtCapacity(RuntimeError):
 
 
 class Door:
-    """``admit()`` says whether one more request fits; ``active``: this door's utterances in flight."""
+    """``refusal()`` says why one more request does not fit (None: it does); ``active``: this
+    door's utterances in flight."""
 
     def __init__(self, config: ServerConfig, voices: VoiceSet, metrics: ServerMetrics, worker: DecodeWorker,
-                 admit: Callable[[], bool], text_reader: TextReader | None = None) -> None:
+                 refusal: Callable[[], str | None], text_reader: TextReader | None = None) -> None:
         self.config = config
         self.text_reader = text_reader
         self.voices = voices
         self.metrics = metrics
         self.worker = worker
-        self.admit = admit
+        self.refusal = refusal
         self.active: set[Utterance] = set()
 
     async def voice(self, name: str | None) -> Voice:
@@ -48,10 +49,10 @@ class Door:
         return self.voices.loaded(name)
 
     def open(self, voice: Voice, options: SynthesisOptions) -> Utterance:
-        """A new request's utterance; AtCapacity when the server holds ``max_sessions`` already."""
-        if not self.admit():
+        """A new request's utterance; AtCapacity when the server is full (``TTSServer.refusal``)."""
+        if (why := self.refusal()) is not None:
             self.metrics.error("at_capacity")
-            raise AtCapacity(f"the server is at capacity ({self.config.max_sessions} sessions); try again later")
+            raise AtCapacity(why)
         utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks,
                               text_reader=self.text_reader)
         self.active.add(utterance)

@@ -86,6 +86,9 @@ class _WaitingCollector:
         yield GaugeMetricFamily("voicespec_waiting_contexts",
                                 "New contexts waiting for a place under --max-decoding-contexts at the last decode tick.",
                                 value=self.worker.held)
+        if (free := self.worker.free) is not None:
+            yield GaugeMetricFamily("voicespec_free_decoding_places",
+                                    "Places left under --max-decoding-contexts at the last decode tick.", value=free)
 
 
 class _FrameCacheCollector:

@@ -231,8 +231,9 @@ def admit(batch: list[Job], budget: int | None, now: float) -> tuple[list[Job], 
 WAIT_PER_CONTEXT_S = 1.0  # hold_newcomers: a context under way on its connection counts as this much less wait
 
 
-def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: float) -> tuple[list[Job], int]:
-    """``ready`` less the newcomers past ``limit`` contexts under way, and how many wait. A
+def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: float) -> tuple[list[Job], int, int | None]:
+    """``ready`` less the newcomers past ``limit`` contexts under way, how many wait, and the
+    places left once the others start (None: no limit). A
     newcomer (:attr:`Job.starting`) waits; a context that has spoken never does
     (its next sentence, or its text after a pause: its client is listening). Under way: every live
     job (``jobs``) that has spoken, or was let in, and has text to speak or a client still playing
@@ -245,23 +246,23 @@ def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: fl
     neighbour, yet its newcomer still comes up as it waits): first come, first served otherwise,
     since a wait of seconds must not go to whoever came last (``newest_first`` orders a backlog's
     prefills a tick, not this)."""
+    if limit is None:
+        return ready, 0, None
     newcomers = [j for j in ready if j.starting]
-    if limit is None or not newcomers:
-        return ready, 0
     going: dict[int, int] = {}
     for job in jobs:
         if not job.starting and (job.starved_at != job.input_version or (job.play_end or -math.inf) > now):
             going[id(job.session)] = going.get(id(job.session), 0) + 1
     room = limit - sum(going.values())
     if room >= len(newcomers):
-        return ready, 0
+        return ready, 0, room - len(newcomers)
     start: set[int] = set()
     for _ in range(max(0, room)):  # one at a time: each start counts against its connection
         job = min((j for j in newcomers if id(j) not in start),
                   key=lambda j: j.t_waiting + WAIT_PER_CONTEXT_S * going.get(id(j.session), 0))
         start.add(id(job))
         going[id(job.session)] = going.get(id(job.session), 0) + 1
-    return [j for j in ready if id(j) in start or not j.starting], len(newcomers) - len(start)
+    return [j for j in ready if id(j) in start or not j.starting], len(newcomers) - len(start), 0
 
 
 class AudioWorker:
@@ -351,7 +352,8 @@ class DecodeWorker:
         self.ticks = 0
         self.saturated = False  # the last tick left ready contexts out: speculation waits (SpecDecoder.plain_only)
         self.batch_sizes: deque[int] = deque(maxlen=256)  # target passes per tick, recent ticks
-        self.held = 0  # newcomers waiting for a place under decoding_contexts at the last tick
+        self.held = 0  # newcomers waiting for a place under decoding_contexts at the last look
+        self.free: int | None = decoding_contexts  # places left under it at the last look (None: no limit)
 
     def start(self) -> None:
         self._audio.start()
@@ -395,7 +397,7 @@ class DecodeWorker:
             ready.append((job, job.input_version))
         self._jobs = keep
         version = dict(ready)
-        admitted, self.held = hold_newcomers(list(version), keep, self.decoding_contexts, now)
+        admitted, self.held, self.free = hold_newcomers(list(version), keep, self.decoding_contexts, now)
         ready = [(job, version[job]) for job in fair_share(admitted, self.tick_contexts, now, self.tick_prefill)]
         self.saturated = len(ready) < len(admitted)
         return ready, (None if ready else wait)

@@ -116,7 +116,7 @@ class TTSServer:
 
         from voicespec.serve.openai_http import OpenAIFront
 
-        self.openai = OpenAIFront(cfg, self.voices, self.metrics, self.worker, self.admits, self.text_reader)
+        self.openai = OpenAIFront(cfg, self.voices, self.metrics, self.worker, self.refusal, self.text_reader)
         self._openai_runner = web.AppRunner(self.openai.app(), access_log=None, handle_signals=False)
         await self._openai_runner.setup()
         site = web.TCPSite(self._openai_runner, cfg.host, cfg.openai_port)
@@ -126,15 +126,23 @@ class TTSServer:
     async def _start_wyoming(self, cfg: ServerConfig) -> None:
         from voicespec.serve.wyoming_door import WyomingDoor
 
-        self.wyoming = WyomingDoor(cfg, self.voices, self.metrics, self.worker, self.admits, self.text_reader)
+        self.wyoming = WyomingDoor(cfg, self.voices, self.metrics, self.worker, self.refusal, self.text_reader)
         self._wyoming_server = await asyncio.start_server(lambda r, w: self.wyoming.handler(r, w).run(),
                                                           cfg.host, cfg.wyoming_port)
         self.wyoming_port = self._wyoming_server.sockets[0].getsockname()[1]
 
-    def admits(self) -> bool:
-        """One more session or request fits ``max_sessions`` (every door counts)."""
+    def refusal(self) -> str | None:
+        """Why one more session or request does not fit now (None: it does): ``max_sessions``
+        (every door counts), or ``max_waiting_contexts`` newcomers already waiting for a place
+        (as of the decode worker's last look)."""
+        cfg = self.config
         busy = len(self.sessions) + sum(len(door.active) for door in (self.openai, self.wyoming) if door is not None)
-        return busy < self.config.max_sessions
+        if busy >= cfg.max_sessions:
+            return f"the server is at capacity ({cfg.max_sessions} sessions); try again later"
+        if cfg.max_waiting_contexts is not None and self.worker.free == 0 and self.worker.held >= cfg.max_waiting_contexts:
+            n = cfg.max_decoding_contexts
+            return f"the server is at capacity (decoding places in use: {n} of {n}, waiting: {self.worker.held}); try again later"
+        return None
 
     async def stop(self) -> None:
         if self._wyoming_server is not None:
@@ -167,10 +175,9 @@ class TTSServer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         cfg = self.config
-        if not self.admits():
+        if (why := self.refusal()) is not None:
             self.metrics.error(P.AT_CAPACITY)
-            await ws.send(P.error_message(P.AT_CAPACITY, f"the server is at capacity ({cfg.max_sessions} sessions); "
-                                          "try again later", fatal=True))
+            await ws.send(P.error_message(P.AT_CAPACITY, why, fatal=True))
             await ws.close(P.CLOSE_TRY_LATER, "at capacity")
             return
         address = (ws.remote_address or ("?",))[0]
