@@ -196,6 +196,24 @@ def test_every_door_counts_against_max_sessions_and_a_hang_up_frees_the_slot(tin
 
 
 @pytest.mark.slow
+def test_past_the_waiting_limit_a_request_is_refused_with_429_and_served_once_a_place_frees(tiny_voice):
+    """One decoding place and no waiting: while a request's context is under way (its client
+    reads slowly), the next is refused at once (HTTP 429, so the caller can go elsewhere), and
+    served once the first has hung up."""
+    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=0) as server:
+        c = client(server)
+        with c.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input="Again and again. " * 20,
+                                                           response_format="pcm") as resp:
+            next(resp.iter_bytes())
+            with pytest.raises(openai.RateLimitError, match="decoding places in use: 1 of 1, waiting: 0"):
+                c.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm")
+        deadline = time.monotonic() + 10
+        while server.worker.free != 1 and time.monotonic() < deadline:  # the hang-up gives the place back
+            time.sleep(0.05)
+        assert c.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", response_format="pcm").content
+
+
+@pytest.mark.slow
 def test_ssml_input_is_spoken_as_offline_and_malformed_markup_speaks_nothing(tiny_voice):
     doc = '<speak>Hello there. <break time="500ms"/> Second one.</speak>'
     with running(tiny_voice) as server:
