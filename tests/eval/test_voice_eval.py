@@ -120,3 +120,31 @@ def test_evaluate_judges_a_voice_through_another_codec_and_checks_its_judges(tmp
     capsys.readouterr()
     assert main([*base[:-1], "whisper,mos", "--out", str(tmp_path / "r.json")]) == 2
     assert "judges must be a comma-separated subset of pocketsphinx,whisper,dnsmos" in capsys.readouterr().err
+
+
+def test_a_clip_is_judged_once_per_judge_and_measured_once_per_teacher_clip():
+    """``Heard``: the same samples at the same rate reach a judge once, whichever row holds
+    them; MCD-DTW through one partial per sentence reaches each (teacher, clip) pair once, and a
+    clip equal to another sentence's is measured again against its own teacher."""
+    import functools
+
+    import torch
+
+    from voicespec.eval.voice_eval import Heard
+
+    calls: list[tuple] = []
+
+    def judge(pcm, rate):
+        calls.append(("judge", float(pcm.sum()), rate))
+        return float(pcm.sum())
+
+    def distance(teacher, pcm, rate):
+        calls.append(("distance", float(teacher.sum()), float(pcm.sum())))
+        return float((teacher - pcm).abs().sum())
+
+    heard, clip, other = Heard(), torch.ones(8), torch.zeros(8)
+    assert [heard(judge, clip, 16000), heard(judge, clip.clone(), 16000), heard(judge, other, 16000)] == [8.0, 8.0, 0.0]
+    assert heard(judge, clip, 8000) == 8.0 and len(calls) == 3  # another rate is another clip
+    first, second = (functools.partial(distance, t) for t in (torch.zeros(8), torch.full((8,), 2.0)))
+    assert [heard(first, clip, 16000), heard(first, clip.clone(), 16000), heard(second, clip, 16000)] == [8.0, 8.0, 8.0]
+    assert [c[0] for c in calls].count("distance") == 2 and heard.clips == 3

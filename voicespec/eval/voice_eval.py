@@ -23,6 +23,7 @@ sample, so a default evaluation judges a third fewer clips.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import statistics
 from collections.abc import Callable
@@ -72,7 +73,8 @@ class Heard:
     """What each judge made of each distinct clip of one evaluation, so that a clip two rows share
     (an exact speculative row's audio is its plain row's) is judged once. Safe because every judge
     is a function of the clip alone: Whisper decodes at temperature 0, PocketSphinx normalizes each
-    utterance on its own (``full_utt``), DNSMOS has no state."""
+    utterance on its own (``full_utt``), DNSMOS has no state; MCD-DTW against a sentence's teacher
+    clip is heard through one ``functools.partial`` per sentence, so it is keyed by that clip too."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[Callable, int, bytes], Any] = {}  # (judge's call, rate, clip digest) -> its judgement
@@ -161,19 +163,21 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
     rtf: dict[str, list[float]] = {"greedy_plain": [], **{g[0]: [] for g in generated}}
     greedy_mismatches = sampled_mismatches = 0
     invariant = sampled.sampling.coupling == "invariant"
+    heard = Heard()  # MCD-DTW included: an exact speculative row's audio is measured once
     for i, (clip_id, text, audio, sr) in enumerate(clips):
         frames: dict[tuple[str, int], list[torch.Tensor]] = {}  # (row, seed) -> the sentence's frames
         x = AF.resample(audio, sr, rate) if sr != rate else audio
         y = voice.codec.decode(voice.codec.encode(x))[: x.shape[0]]
         rows["teacher"].append((i, None, text, x, rate))
         rows["resynth"].append((i, None, text, y, rate))
-        mcd["resynth"].append(mcd_dtw(x, y, rate))
+        against_teacher = functools.partial(mcd_dtw, x)  # one call per sentence: Heard's key
+        mcd["resynth"].append(heard(against_teacher, y, rate))
         for key, gamma, name, lossy, base in generated:
             for seed in (seeds[:1] if base is greedy else seeds):
                 config = replace(base, seed=seed + 100 * i, sampling=replace(base.sampling, lossy_top_k=lossy))
                 pcm, stream = _generate(synth, text, config if gamma is None else replace(config, gamma=gamma), name)
                 rows[key].append((i, None if base is greedy else seed, text, pcm, rate))
-                mcd[key].append(mcd_dtw(x, pcm, rate))
+                mcd[key].append(heard(against_teacher, pcm, rate))
                 rtf[key].append(stream.stats.rtf)
                 frames[key, seed] = stream.frames
         sampled_same = [_same(frames["sampled_plain", s], frames["sampled_spec", s]) for s in seeds]
@@ -188,7 +192,6 @@ def evaluate_set(voice: Voice, clips: list, drafter: str, seeds: Sequence[int], 
         log(f"{clip_id}: {text[:50]!r} speculative == plain: greedy {same}{sampled_note}")
     closed_judge = PocketSphinxJudge(vocabulary=[text for _, text, _, _ in clips]) if closed else None
     report: dict[str, Any] = {"utterances": len(clips), "seeds": list(seeds)}
-    heard = Heard()
     for key, items in rows.items():
         report[key] = judge_row(items, judges, closed_judge, heard)
         if asr is not None:
