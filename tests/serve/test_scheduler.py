@@ -264,9 +264,10 @@ def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way(
     ready = [*under_way, early_busy, later_quiet, latest]
     jobs = [*ready, paused, heard]  # five under way: busy's three, resumed, paused
 
-    def kept(limit):
-        chosen, held, free = hold_newcomers(ready, jobs, limit, now)
-        return [j.ctx for j in chosen if j not in under_way], held, free
+    def kept(limit, max_waiting=None):
+        chosen, held, free, refused = hold_newcomers(ready, jobs, limit, now, max_waiting)
+        assert not set(refused) & set(chosen)
+        return ([j.ctx for j in chosen if j not in under_way], held, free, *([[j.ctx for j in refused]] if refused else []))
 
     assert kept(None) == (["early-busy", "later-quiet", "latest"], 0, None)
     assert kept(9) == (["early-busy", "later-quiet", "latest"], 0, 1)  # a place left over
@@ -274,11 +275,14 @@ def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way(
     assert kept(7) == (["later-quiet", "latest"], 1, 0)  # busy's newcomer: 3 s of wait, less 3 for its three under way
     assert kept(6) == (["later-quiet"], 2, 0)  # 2 s less 1 (paused holds quiet's place) before other's 0.5
     assert kept(5) == ([], 3, 0) == kept(1)  # full, or past full: only the streams under way go on
+    # a bounded queue drops its tail: the newcomers past max_waiting, last in the order, are turned away
+    assert kept(6, 1) == (["later-quiet"], 1, 0, ["early-busy"]) and kept(6, 0) == (["later-quiet"], 0, 0, ["latest", "early-busy"])
+    assert kept(6, 2) == kept(6) and kept(8, 0) == kept(8)  # room for them, or places for all: nobody is turned away
     assert [j.ctx for j in hold_newcomers(ready, jobs, 1, now)[0]] == [j.ctx for j in under_way]
     early_busy.t_waiting = now - 5.0  # waited long enough to go before the quiet connection's
     assert kept(6) == (["early-busy"], 2, 0)
-    assert hold_newcomers([latest], [latest], 1, now) == ([latest], 0, 0)  # alone: it starts
-    assert hold_newcomers([], [], 2, now) == ([], 0, 2)
+    assert hold_newcomers([latest], [latest], 1, now, 0) == ([latest], 0, 0, [])  # alone: it starts
+    assert hold_newcomers([], [], 2, now) == ([], 0, 2, [])
 
 
 @pytest.mark.slow

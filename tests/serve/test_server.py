@@ -881,6 +881,33 @@ def test_past_the_waiting_limit_a_new_session_is_refused_with_1013_and_served_on
 
 
 @pytest.mark.slow
+def test_a_burst_past_the_waiting_limit_turns_the_newest_context_away_and_serves_the_rest(tiny_voice):
+    """Three clients at once, one place, one context may wait: the burst connects before any of
+    its contexts is counted, so the worker turns the one past the queue away itself
+    (``at_capacity`` for that context, the socket's `fatal` false), and the two others get their
+    offline audio, one after the other."""
+    texts = ("One sentence here. Another one there.", "A third one now. And the last.", "Hello there. Second one.")
+
+    async def speak(text):
+        async with TTSClient(ws_url(server)) as c:
+            await c.start(**START, pacing_lead_ms=100)  # each more than half a second: the three overlap
+            return await c.synthesize(text)
+
+    async def go():
+        return await asyncio.gather(*(speak(t) for t in texts), return_exceptions=True)
+
+    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=1) as server:
+        results = run(go())
+        most = max(server.worker.batch_sizes)
+    refused = [r for r in results if isinstance(r, ServerError)]
+    assert len(refused) == 1 and refused[0].code == P.AT_CAPACITY and not refused[0].fatal, results
+    assert "in use: 1 of 1, waiting: 1" in str(refused[0]) and most == 1
+    for text, result in zip(texts, results):
+        if result not in refused:
+            assert result.payload == offline(tiny_voice, text)
+
+
+@pytest.mark.slow
 def test_serve_command_starts_and_answers(tiny_voice_dir):
     proc = subprocess.Popen([sys.executable, "-m", "voicespec.cli", "serve", "--voice", str(tiny_voice_dir), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

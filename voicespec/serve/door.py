@@ -10,17 +10,13 @@ from voicespec.pipeline.synthesis import SynthesisOptions
 from voicespec.pipeline.voice import Voice
 from voicespec.serve.config import ServerConfig
 from voicespec.serve.metrics import ServerMetrics
-from voicespec.serve.scheduler import DecodeWorker
+from voicespec.serve.scheduler import AtCapacity, DecodeWorker
 from voicespec.serve.utterance import Utterance
 from voicespec.serve.text_reader import TextReader
 from voicespec.serve.voices import VoiceSet
 
 
 class UnknownVoice(LookupError):
-    pass
-
-
-class AtCapacity(RuntimeError):
     pass
 
 

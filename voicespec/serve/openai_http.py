@@ -142,6 +142,10 @@ class OpenAIFront(Door):
                     pcm = getattr(item, "pcm", None)
                     if pcm is not None:
                         await send(encoder.encode(pcm))
+            except AtCapacity as e:  # turned away while it waited for a place (before any audio)
+                if not started:
+                    raise ApiError(429, str(e), code="at_capacity", kind="rate_limit_error") from None
+                return response
             except SynthesisFailed as e:
                 log.error("OpenAI speech request failed: %s", e)
                 if not started:

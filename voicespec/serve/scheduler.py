@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from voicespec.engine.step_lm import Pass, Prefill
 from voicespec.engine.work import DEFERRED, Work, run_works
@@ -145,6 +145,24 @@ class _Finished:
     pass
 
 
+class AtCapacity(RuntimeError):
+    """The server is full: a request, session or context it turned away (try again later)."""
+
+
+def places_full(limit: int, waiting: int) -> str:
+    """What a client turned away by the decoding limit is told."""
+    return f"the server is at capacity (decoding places in use: {limit} of {limit}, waiting: {waiting}); try again later"
+
+
+class Admission(NamedTuple):
+    """What :func:`hold_newcomers` decided for one look at the ready jobs."""
+
+    jobs: list[Job]  # the ready jobs that go on: every one but the waiting and the refused newcomers
+    waiting: int  # newcomers held for a place
+    free: int | None  # places left once the others start (None: no limit)
+    refused: list[Job]  # newcomers past the waiting limit: turned away (the newest)
+
+
 @dataclass(frozen=True)
 class Failed:
     error: BaseException
@@ -231,9 +249,11 @@ def admit(batch: list[Job], budget: int | None, now: float) -> tuple[list[Job], 
 WAIT_PER_CONTEXT_S = 1.0  # hold_newcomers: a context under way on its connection counts as this much less wait
 
 
-def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: float) -> tuple[list[Job], int, int | None]:
-    """``ready`` less the newcomers past ``limit`` contexts under way, how many wait, and the
-    places left once the others start (None: no limit). A
+def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: float,
+                   max_waiting: int | None = None) -> Admission:
+    """``ready`` less the newcomers past ``limit`` contexts under way, how many wait, the places
+    left once the others start (None: no limit), and the newcomers turned away: past
+    ``max_waiting`` waiting, the last in the order below (a bounded queue drops its tail). A
     newcomer (:attr:`Job.starting`) waits; a context that has spoken never does
     (its next sentence, or its text after a pause: its client is listening). Under way: every live
     job (``jobs``) that has spoken, or was let in, and has text to speak or a client still playing
@@ -247,7 +267,7 @@ def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: fl
     since a wait of seconds must not go to whoever came last (``newest_first`` orders a backlog's
     prefills a tick, not this)."""
     if limit is None:
-        return ready, 0, None
+        return Admission(ready, 0, None, [])
     newcomers = [j for j in ready if j.starting]
     going: dict[int, int] = {}
     for job in jobs:
@@ -255,14 +275,17 @@ def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: fl
             going[id(job.session)] = going.get(id(job.session), 0) + 1
     room = limit - sum(going.values())
     if room >= len(newcomers):
-        return ready, 0, room - len(newcomers)
-    start: set[int] = set()
-    for _ in range(max(0, room)):  # one at a time: each start counts against its connection
-        job = min((j for j in newcomers if id(j) not in start),
+        return Admission(ready, 0, room - len(newcomers), [])
+    order: list[Job] = []
+    for _ in newcomers:  # one at a time: each place taken counts against its connection
+        job = min((j for j in newcomers if j not in order),
                   key=lambda j: j.t_waiting + WAIT_PER_CONTEXT_S * going.get(id(j.session), 0))
-        start.add(id(job))
+        order.append(job)
         going[id(job.session)] = going.get(id(job.session), 0) + 1
-    return [j for j in ready if id(j) in start or not j.starting], len(newcomers) - len(start), 0
+    start = order[:max(0, room)]
+    queued = order[len(start):]
+    refused = [] if max_waiting is None else queued[max_waiting:]
+    return Admission([j for j in ready if j in start or not j.starting], len(queued) - len(refused), 0, refused)
 
 
 class AudioWorker:
@@ -325,11 +348,12 @@ class DecodeWorker:
 
     def __init__(self, queue_limit: int, deliver: Callable[[Job, Any], None], tick_contexts: int | None = None,
                  tick_prefill: int | None = None, spec_contexts: int | None = None,
-                 decoding_contexts: int | None = None) -> None:
+                 decoding_contexts: int | None = None, waiting_contexts: int | None = None) -> None:
         self.queue_limit = queue_limit
         if decoding_contexts is not None and decoding_contexts < 1:
             raise ValueError(f"decoding_contexts must be >= 1 (or None), got {decoding_contexts}")
         self.decoding_contexts = decoding_contexts  # contexts under way at most (hold_newcomers); None: no limit
+        self.waiting_contexts = waiting_contexts  # newcomers waiting for a place at most; past it turned away
         self.tick_contexts = tick_contexts  # at most this many contexts per tick (fair_share); None: all
         if tick_prefill is not None and tick_prefill < 1:
             raise ValueError(f"tick_prefill must be >= 1 (or None), got {tick_prefill}")
@@ -397,9 +421,12 @@ class DecodeWorker:
             ready.append((job, job.input_version))
         self._jobs = keep
         version = dict(ready)
-        admitted, self.held, self.free = hold_newcomers(list(version), keep, self.decoding_contexts, now)
-        ready = [(job, version[job]) for job in fair_share(admitted, self.tick_contexts, now, self.tick_prefill)]
-        self.saturated = len(ready) < len(admitted)
+        admission = hold_newcomers(list(version), keep, self.decoding_contexts, now, self.waiting_contexts)
+        for job in admission.refused:
+            self._end(job, Failed(AtCapacity(places_full(self.decoding_contexts, admission.waiting))))
+        self.held, self.free = admission.waiting, admission.free
+        ready = [(job, version[job]) for job in fair_share(admission.jobs, self.tick_contexts, now, self.tick_prefill)]
+        self.saturated = len(ready) < len(admission.jobs)
         return ready, (None if ready else wait)
 
     def _run(self) -> None:

@@ -37,7 +37,7 @@ from voicespec.serve.config import ServerConfig
 from voicespec.serve.heap import give_back_freed_memory
 from voicespec.serve.http import HttpConnection, HttpFront
 from voicespec.serve.metrics import ServerMetrics
-from voicespec.serve.scheduler import DecodeWorker, Job
+from voicespec.serve.scheduler import DecodeWorker, Job, places_full
 from voicespec.serve.session import Session
 from voicespec.serve.text_reader import TextReader
 from voicespec.serve.voices import VoiceSet
@@ -70,7 +70,7 @@ class TTSServer:
             self.text_reader.close()
             raise ValueError(f"unknown drafter {config.drafter!r}; choose one of: {', '.join(voice.drafter_names)}")
         self.worker = DecodeWorker(config.send_queue_chunks, self.deliver, config.max_tick_contexts, config.max_tick_prefill,
-                                   config.max_spec_contexts, config.max_decoding_contexts)
+                                   config.max_spec_contexts, config.max_decoding_contexts, config.max_waiting_contexts)
         self.metrics.watch_worker(self.worker)
         self.sessions: set[Session] = set()
         self._server: Server | None = None
@@ -140,8 +140,7 @@ class TTSServer:
         if busy >= cfg.max_sessions:
             return f"the server is at capacity ({cfg.max_sessions} sessions); try again later"
         if cfg.max_waiting_contexts is not None and self.worker.free == 0 and self.worker.held >= cfg.max_waiting_contexts:
-            n = cfg.max_decoding_contexts
-            return f"the server is at capacity (decoding places in use: {n} of {n}, waiting: {self.worker.held}); try again later"
+            return places_full(cfg.max_decoding_contexts, self.worker.held)
         return None
 
     async def stop(self) -> None:

@@ -25,7 +25,7 @@ from voicespec.serve.limits import Bucket
 from voicespec.serve.metrics import ServerMetrics
 from voicespec.serve.outbox import Out, Outbox
 from voicespec.serve.reader import Reader
-from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, FlushMark, Job
+from voicespec.serve.scheduler import FINISHED, AtCapacity, DecodeWorker, Failed, FlushMark, Job
 from voicespec.serve.voices import VoiceLoadError, VoiceSet
 from voicespec.serve.ws_contexts import Contexts, WsContext
 from voicespec.serve.text_reader import TextReader
@@ -84,6 +84,9 @@ class Session:
         elif item is FINISHED:
             ctx.close(None)  # the `done` it sends counts it
             self.put(Out("done", ctx))
+        elif isinstance(item, Failed) and isinstance(item.error, AtCapacity):  # turned away: this context only
+            ctx.cancel("error")
+            self.error(P.AT_CAPACITY, str(item.error), ctx.id, ended=True)
         elif isinstance(item, Failed):
             ctx.cancel("error")
             self.error(P.INTERNAL, f"synthesis failed: {item.error}", ctx.id, ended=True)

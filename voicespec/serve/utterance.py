@@ -18,7 +18,7 @@ from voicespec.pipeline.synthesis import AudioChunk, SynthesisOptions
 from voicespec.pipeline.voice import Voice
 from voicespec.serve.context import Context
 from voicespec.serve.metrics import ServerMetrics
-from voicespec.serve.scheduler import FINISHED, DecodeWorker, Failed, Job
+from voicespec.serve.scheduler import FINISHED, AtCapacity, DecodeWorker, Failed, Job
 from voicespec.serve.text_reader import TextReader
 
 
@@ -62,4 +62,6 @@ class Utterance(Context):
                 return
             elif isinstance(item, Failed):
                 self.cancel("error")
+                if isinstance(item.error, AtCapacity):  # turned away before it spoke (DecodeWorker's waiting limit)
+                    raise AtCapacity(str(item.error))
                 raise SynthesisFailed(f"synthesis failed: {item.error}")
