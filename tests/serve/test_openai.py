@@ -197,10 +197,11 @@ def test_every_door_counts_against_max_sessions_and_a_hang_up_frees_the_slot(tin
 
 @pytest.mark.slow
 def test_past_the_waiting_limit_a_request_is_refused_with_429_and_served_once_a_place_frees(tiny_voice):
-    """One decoding place and no waiting: while a request's context is under way (its client
-    reads slowly), the next is refused at once (HTTP 429, so the caller can go elsewhere), and
+    """One decoding place and no waiting: while a request's context is under way, the next is
+    refused at once (HTTP 429, so the caller can go elsewhere), and
     served once the first has hung up."""
-    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=0) as server:
+    # paced: the first request's text takes seconds to speak, however fast its bytes drain into the socket
+    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=0, pacing_lead_s=0.1) as server:
         c = client(server)
         with c.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input="Again and again. " * 20,
                                                            response_format="pcm") as resp:
