@@ -232,9 +232,10 @@ def test_past_the_decoding_limit_newcomers_wait_for_a_place_and_keep_their_own_a
 def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way():
     """A freed place goes to the longest wait, less a second for each context the newcomer's
     connection has under way (so a busy connection cannot take every place, and its newcomer
-    still comes up as it waits). A context that has spoken is never held: its next sentence, its
-    text after a pause. One waiting for text holds its place while its client still plays, and
-    gives it back once its client has heard everything."""
+    still comes up as it waits). A context let in is never held again and holds its place: its
+    next sentence, its text after a pause, its first prefill put off by a tick's budget. One
+    waiting for text holds its place while its client still plays, and gives it back once its
+    client has heard everything."""
     from voicespec.engine.layout import Prompt
     from voicespec.engine.step_lm import Pass, Prefill
     from voicespec.serve.scheduler import hold_newcomers
@@ -247,8 +248,8 @@ def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way(
         """``heard_until``: when its client's audio runs out (None: nothing heard yet)."""
         j = Job(None, name, session, None, None, t_waiting=now - waited)
         j.work = Prefill(None, prompt) if parked else Pass.__new__(Pass)
-        if heard_until is not None:
-            j.t_first_audio, j.play_end = now - 20, heard_until
+        if heard_until is not None:  # let in once, and spoke
+            j.t_first_audio, j.play_end, j.let_in = now - 20, heard_until, True
         return j
 
     going = [job(f"b{i}", busy, 5.0, now + 1.0, parked=False) for i in range(2)]
@@ -258,11 +259,14 @@ def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way(
     heard = job("heard", quiet, 9.0, now - 1.0, parked=False)  # waits for text, its client heard it all: holds none
     for j in (paused, heard):
         j.starved_at = j.input_version
+    parked = job("parked", object(), 0.2)  # let in, but parked at its prefill by a tick's budget: no audio yet
+    parked.let_in = True
     assert resumed.admitting and not resumed.starting and not next_sentence.admitting
+    assert parked.admitting and not parked.starting
     early_busy, later_quiet, latest = job("early-busy", busy, 3.0), job("later-quiet", quiet, 2.0), job("latest", other, 0.5)
-    under_way = [*going, next_sentence, resumed]
+    under_way = [*going, next_sentence, resumed, parked]
     ready = [*under_way, early_busy, later_quiet, latest]
-    jobs = [*ready, paused, heard]  # five under way: busy's three, resumed, paused
+    jobs = [*ready, paused, heard]  # six under way: busy's three, resumed, parked, paused
 
     def kept(limit, max_waiting=None):
         chosen, held, free, refused = hold_newcomers(ready, jobs, limit, now, max_waiting)
@@ -270,17 +274,17 @@ def test_the_decoding_limit_holds_newcomers_fairly_and_never_a_stream_under_way(
         return ([j.ctx for j in chosen if j not in under_way], held, free, *([[j.ctx for j in refused]] if refused else []))
 
     assert kept(None) == (["early-busy", "later-quiet", "latest"], 0, None)
-    assert kept(9) == (["early-busy", "later-quiet", "latest"], 0, 1)  # a place left over
-    assert kept(8) == (["early-busy", "later-quiet", "latest"], 0, 0)
-    assert kept(7) == (["later-quiet", "latest"], 1, 0)  # busy's newcomer: 3 s of wait, less 3 for its three under way
-    assert kept(6) == (["later-quiet"], 2, 0)  # 2 s less 1 (paused holds quiet's place) before other's 0.5
-    assert kept(5) == ([], 3, 0) == kept(1)  # full, or past full: only the streams under way go on
+    assert kept(10) == (["early-busy", "later-quiet", "latest"], 0, 1)  # a place left over
+    assert kept(9) == (["early-busy", "later-quiet", "latest"], 0, 0)
+    assert kept(8) == (["later-quiet", "latest"], 1, 0)  # busy's newcomer: 3 s of wait, less 3 for its three under way
+    assert kept(7) == (["later-quiet"], 2, 0)  # 2 s less 1 (paused holds quiet's place) before other's 0.5
+    assert kept(6) == ([], 3, 0) == kept(1)  # full, or past full: only the streams under way go on
     # a bounded queue drops its tail: the newcomers past max_waiting, last in the order, are turned away
-    assert kept(6, 1) == (["later-quiet"], 1, 0, ["early-busy"]) and kept(6, 0) == (["later-quiet"], 0, 0, ["latest", "early-busy"])
-    assert kept(6, 2) == kept(6) and kept(8, 0) == kept(8)  # room for them, or places for all: nobody is turned away
+    assert kept(7, 1) == (["later-quiet"], 1, 0, ["early-busy"]) and kept(7, 0) == (["later-quiet"], 0, 0, ["latest", "early-busy"])
+    assert kept(7, 2) == kept(7) and kept(9, 0) == kept(9)  # room for them, or places for all: nobody is turned away
     assert [j.ctx for j in hold_newcomers(ready, jobs, 1, now)[0]] == [j.ctx for j in under_way]
     early_busy.t_waiting = now - 5.0  # waited long enough to go before the quiet connection's
-    assert kept(6) == (["early-busy"], 2, 0)
+    assert kept(7) == (["early-busy"], 2, 0)
     assert hold_newcomers([latest], [latest], 1, now, 0) == ([latest], 0, 0, [])  # alone: it starts
     assert hold_newcomers([], [], 2, now) == ([], 0, 2, [])
 

@@ -46,8 +46,7 @@ class Door:
 
     def open(self, voice: Voice, options: SynthesisOptions) -> Utterance:
         """A new request's utterance; AtCapacity when the server is full (``TTSServer.refusal``)."""
-        if (why := self.refusal()) is not None:
-            self.metrics.error("at_capacity")
+        if (why := self.refusal()) is not None:  # each door counts the error as it answers it
             raise AtCapacity(why)
         utterance = Utterance(self.worker, self.metrics, voice, options, self.config.send_queue_chunks,
                               text_reader=self.text_reader)

@@ -117,6 +117,7 @@ class Job:
     play_end: float | None = None  # when its client's audio runs out, played in real time from each chunk's arrival
     t_waiting: float = field(default_factory=time.perf_counter)  # since when it has had text and no audio for it
     idle: bool = False  # it ran out of text; t_waiting restarts when more comes
+    let_in: bool = False  # past the decoding limit's hold (hold_newcomers) once: it holds a place from then on
 
     def slack_s(self, now: float) -> float:
         """How far its client's audio runs ahead of real time (s); negative: it has run dry that
@@ -136,9 +137,10 @@ class Job:
 
     @property
     def starting(self) -> bool:
-        """Admitting, and no audio of it has been heard yet: a context's first words, not a
-        stream's next sentence or its text after a pause."""
-        return self.admitting and self.t_first_audio is None
+        """Admitting, and never let in: a context's first words, not a stream's next sentence or
+        its text after a pause, nor a newcomer let in but parked at its prefill for a tick (a
+        prefill budget, a tick's cap): its first audio may be on its way already."""
+        return self.admitting and not self.let_in
 
 
 class _Finished:
@@ -254,8 +256,8 @@ def hold_newcomers(ready: list[Job], jobs: list[Job], limit: int | None, now: fl
     """``ready`` less the newcomers past ``limit`` contexts under way, how many wait, the places
     left once the others start (None: no limit), and the newcomers turned away: past
     ``max_waiting`` waiting, the last in the order below (a bounded queue drops its tail). A
-    newcomer (:attr:`Job.starting`) waits; a context that has spoken never does
-    (its next sentence, or its text after a pause: its client is listening). Under way: every live
+    newcomer (:attr:`Job.starting`) waits; a context let in never does (its next sentence, its
+    text after a pause: its client is listening). Under way: every live
     job (``jobs``) that has spoken, or was let in, and has text to speak or a client still playing
     its audio (one that has caught up with text still coming holds its place until its client has
     heard it all). Past what the machine makes audio for, ticks that step everyone share the
@@ -425,6 +427,8 @@ class DecodeWorker:
         for job in admission.refused:
             self._end(job, Failed(AtCapacity(places_full(self.decoding_contexts, admission.waiting))))
         self.held, self.free = admission.waiting, admission.free
+        for job in admission.jobs:
+            job.let_in = True
         ready = [(job, version[job]) for job in fair_share(admission.jobs, self.tick_contexts, now, self.tick_prefill)]
         self.saturated = len(ready) < len(admission.jobs)
         return ready, (None if ready else wait)

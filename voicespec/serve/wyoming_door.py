@@ -77,6 +77,8 @@ class WyomingHandler(AsyncEventHandler):
                 await utterance.end()
                 await self._speak(utterance)
         except (ValueError, TextError, UnknownVoice, VoiceLoadError, AtCapacity, SynthesisFailed) as e:
+            if isinstance(e, AtCapacity):  # refused at admission, or turned away while it waited
+                self.door.metrics.error("at_capacity")
             await self._abandon()
             await self.write_event(Error(text=str(e), code=type(e).__name__).event())
         return True
