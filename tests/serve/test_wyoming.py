@@ -128,3 +128,35 @@ def test_ssml_whole_and_streamed_is_spoken_as_offline(tiny_voice):
         options = request_options(tiny_voice, server.config, Asked())
     reference = to_int16(collect(SynthesisStream(tiny_voice, doc, options, tiny_voice.script(doc))).pcm)
     assert np.array_equal(whole, reference) and np.array_equal(streamed, reference)
+
+
+@pytest.mark.slow
+def test_a_request_past_the_waiting_limit_gets_an_error_and_is_counted(tiny_voice):
+    """One decoding place and no waiting: a request that comes while another is spoken gets
+    Wyoming's error event at once (``AtCapacity``) and counts under ``at_capacity``; the first
+    goes on to its offline audio."""
+    paragraph = "One sentence here. Another one there. A third one now. And the last."
+
+    async def go(port):
+        first, second = AsyncTcpClient("127.0.0.1", port), AsyncTcpClient("127.0.0.1", port)
+        await first.connect()
+        await second.connect()
+        try:
+            await first.write_event(Synthesize(text=paragraph).event())
+            head = []
+            while not AudioChunk.is_type((event := await asyncio.wait_for(first.read_event(), 30)).type):
+                head.append(event)  # audio-start: the first request is under way
+            await second.write_event(Synthesize(text=TEXT).event())
+            refused = await asyncio.wait_for(second.read_event(), 30)
+            rest, _, _ = await audio_of(first, AudioStart.from_event(head[-1]).rate)
+            return np.concatenate([np.frombuffer(AudioChunk.from_event(event).audio, "<i2"), rest]), refused
+        finally:
+            await first.disconnect()
+            await second.disconnect()
+
+    with running(tiny_voice, max_decoding_contexts=1, max_waiting_contexts=0, pacing_lead_s=0.1) as server:
+        pcm, refused = asyncio.run(go(server.wyoming_port))
+        counted = server.metrics.registry.get_sample_value("voicespec_errors_total", {"code": "at_capacity"})
+    assert Error.is_type(refused.type) and Error.from_event(refused).code == "AtCapacity"
+    assert "in use: 1 of 1, waiting: 0" in Error.from_event(refused).text and counted == 1
+    assert np.array_equal(pcm, offline(server, tiny_voice, paragraph))
